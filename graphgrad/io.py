@@ -1,0 +1,321 @@
+"""Reading and writing model files: the only module that touches the file system.
+
+Kinds are recognised by content, not by name: text GraphDefs called ``.pb`` and
+text MetaGraphDefs called ``.pb`` exist in the wild. Writes are atomic: a
+temporary file (or directory) beside the target, then a rename, so an error
+leaves no partial output and never harms the input.
+"""
+
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError
+
+from .errors import GraphgradError, ModelReadError, ModelWriteError
+from .model import BINARY, GRAPHDEF, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
+from .protos import GraphDef, MetaGraphDef, SavedModel
+
+MESSAGE_TYPES = {GRAPHDEF: GraphDef, METAGRAPH: MetaGraphDef, SAVEDMODEL: SavedModel}
+SAVED_MODEL_FILES = {BINARY: "saved_model.pb", TEXT: "saved_model.pbtxt"}
+# What a SavedModel directory holds besides its graph; fingerprint.pb is left
+# out on purpose: it hashes the graph file, which a rewrite changes.
+SAVED_MODEL_MEMBERS = ("variables", "assets", "assets.extra", "keras_metadata.pb")
+PROTOBUF_LIMIT = 2**31 - 1
+
+# The first field of a text message tells its kind.
+_TEXT_FIELDS = {
+    GRAPHDEF: {"node", "versions", "version", "library", "debug_info"},
+    METAGRAPH: {
+        "meta_info_def", "graph_def", "saver_def", "collection_def",
+        "signature_def", "asset_file_def", "object_graph_def",
+    },
+    SAVEDMODEL: {"saved_model_schema_version", "meta_graphs"},
+}
+_TEXT_START = re.compile(rb"\A(?:\s*(?:#[^\n]*)?\n)*\s*([A-Za-z_][A-Za-z0-9_]*)\s*[:{<]")
+# Names and op types never hold control characters or spaces; a binary message
+# parsed as the wrong kind almost always does.
+_PLAUSIBLE_NAME = re.compile(r"[^\x00-\x20\x7f]+\Z")
+_SAMPLE = 1000
+
+
+def read_model(path: str, kind: str | None = None) -> Model:
+    """Read a GraphDef, MetaGraphDef or SavedModel from a file or directory.
+
+    ``kind`` (graphdef, metagraph, savedmodel) skips detection. Raises
+    :class:`~graphgrad.errors.ModelReadError` with a one-line reason.
+    """
+    root = None
+    if os.path.isdir(path):
+        root = path
+        path = _saved_model_file(path)
+        if kind not in (None, SAVEDMODEL):
+            raise ModelReadError(f"{root} is a SavedModel directory, not a {kind}")
+        kind = SAVEDMODEL
+    elif os.path.basename(path) in SAVED_MODEL_FILES.values() and kind in (None, SAVEDMODEL):
+        root = os.path.dirname(path) or "."
+    data = _read_bytes(path)
+    message, kind, encoding = parse_model_bytes(data, kind, path)
+    if kind != SAVEDMODEL:
+        root = None
+    return Model(message=message, kind=kind, encoding=encoding, path=path, root=root)
+
+
+def _saved_model_file(directory: str) -> str:
+    for name in SAVED_MODEL_FILES.values():
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate):
+            return candidate
+    raise ModelReadError(
+        f"{directory} is a directory without saved_model.pb or saved_model.pbtxt, "
+        "so it is not a SavedModel; name a model file or a SavedModel directory"
+    )
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        size = os.path.getsize(path)
+        if size > PROTOBUF_LIMIT:
+            raise ModelReadError(
+                f"{path} is {size / 2**30:.1f} GiB; protobuf cannot parse a message over 2 GiB"
+            )
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError as error:
+        raise ModelReadError(f"cannot read {path}: {error.strerror or error}") from None
+    if not data:
+        raise ModelReadError(f"{path} is empty")
+    return data
+
+
+def parse_model_bytes(data: bytes, kind: str | None = None, path: str = "<bytes>"):
+    """Parse file contents; returns (message, kind, encoding)."""
+    text_start = _TEXT_START.match(data[:4096]) if b"\0" not in data[:4096] else None
+    if text_start:
+        return _parse_text(data, kind, path, text_start.group(1).decode())
+    return _parse_binary(data, kind, path)
+
+
+def _parse_text(data: bytes, kind, path, first_field):
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ModelReadError(f"{path} is not valid UTF-8 text: {error.reason}") from None
+    guessed = [k for k, fields in _TEXT_FIELDS.items() if first_field in fields]
+    kinds = [kind] if kind else guessed or list(_TEXT_FIELDS)
+    first_error = None
+    for candidate in kinds:
+        message = MESSAGE_TYPES[candidate]()
+        try:
+            text_format.Parse(text, message)
+        except text_format.ParseError as error:
+            first_error = first_error or error
+            continue
+        return message, candidate, TEXT
+    raise ModelReadError(
+        f"{path} is not a valid text {_kind_name(kinds[0])}: {first_error}"
+    )
+
+
+def _parse_binary(data: bytes, kind, path):
+    if kind:
+        kinds = [kind]
+    elif data[:1] == b"\x08":  # field 1 as a varint: only SavedModel's schema version
+        kinds = [SAVEDMODEL]
+    else:
+        kinds = [GRAPHDEF, METAGRAPH, SAVEDMODEL]
+    for candidate in kinds:
+        message = MESSAGE_TYPES[candidate]()
+        try:
+            message.ParseFromString(data)
+        except (DecodeError, RuntimeError, ValueError):
+            continue
+        if kind or _plausible(message, candidate):
+            return message, candidate, BINARY
+    if kind:
+        raise ModelReadError(f"{path} does not parse as a binary {_kind_name(kind)}")
+    raise ModelReadError(
+        f"{path} is not a TensorFlow graph file (GraphDef, MetaGraphDef or SavedModel, "
+        "binary or text): it may be truncated or of another format"
+    )
+
+
+def _plausible(message, kind) -> bool:
+    graphs = graphs_of(message, kind)
+    if kind == METAGRAPH and not (message.HasField("graph_def") or message.HasField("meta_info_def")):
+        return False
+    if not graphs:
+        return False
+    return all(_plausible_graph(graph_def) for _, graph_def in graphs)
+
+
+def _plausible_graph(graph_def) -> bool:
+    if not graph_def.node and not graph_def.library.function:
+        return False
+    nodes = list(graph_def.node[:_SAMPLE])
+    for function in graph_def.library.function[:_SAMPLE]:
+        if not _PLAUSIBLE_NAME.match(function.signature.name):
+            return False
+        nodes.extend(function.node_def[:_SAMPLE])
+    return all(
+        _PLAUSIBLE_NAME.match(node.name) and _PLAUSIBLE_NAME.match(node.op) for node in nodes
+    )
+
+
+def _kind_name(kind) -> str:
+    return {GRAPHDEF: "GraphDef", METAGRAPH: "MetaGraphDef", SAVEDMODEL: "SavedModel"}[kind]
+
+
+def serialize(model: Model, encoding: str | None = None) -> bytes:
+    """The bytes of ``model``'s message: deterministic for equal messages."""
+    if (encoding or model.encoding) == TEXT:
+        return text_format.MessageToString(model.message).encode("utf-8")
+    return model.message.SerializeToString(deterministic=True)
+
+
+def write_model(model: Model, out: str, encoding: str | None = None) -> bool:
+    """Write ``model`` to ``out`` atomically, in ``encoding`` (default: as read).
+
+    A SavedModel goes to the directory ``out`` (or ``out``'s directory, when
+    ``out`` names a ``saved_model.pb``/``.pbtxt``); written anywhere but its own
+    directory, its variables and assets come along so the result loads. Returns
+    False when ``out`` already held exactly these bytes (nothing was written).
+    """
+    encoding = encoding or model.encoding
+    data = serialize(model, encoding)
+    if model.kind != SAVEDMODEL:
+        return _atomic_write(out, data)
+    out_dir = os.path.dirname(out) if os.path.basename(out) in SAVED_MODEL_FILES.values() else out
+    out_dir = out_dir or "."
+    filename = SAVED_MODEL_FILES[encoding]
+    if model.root and _same_directory(out_dir, model.root):
+        return _atomic_write(os.path.join(out_dir, filename), data)
+    _write_saved_model_dir(model, data, out_dir, filename)
+    return True
+
+
+def _same_directory(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _atomic_write(path: str, data: bytes) -> bool:
+    try:
+        if os.path.isfile(path) and os.path.getsize(path) == len(data):
+            with open(path, "rb") as stream:
+                if stream.read() == data:
+                    return False
+        directory = os.path.dirname(os.path.abspath(path))
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f".{os.path.basename(path)}.", suffix=".graphgrad-tmp", dir=directory
+        )
+    except OSError as error:
+        raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        _copy_mode(path, temporary)
+        os.replace(temporary, path)
+    except BaseException as error:
+        _remove(temporary)
+        if isinstance(error, OSError):
+            raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
+        raise
+    return True
+
+
+def _copy_mode(existing: str, temporary: str) -> None:
+    if os.path.exists(existing):
+        shutil.copymode(existing, temporary)
+    else:
+        os.chmod(temporary, 0o666 & ~_umask())
+
+
+def _remove(path: str) -> None:
+    try:
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: str) -> None:
+    if os.path.exists(out_dir) and not (
+        os.path.isdir(out_dir)
+        and (not os.listdir(out_dir) or any(
+            os.path.isfile(os.path.join(out_dir, f)) for f in SAVED_MODEL_FILES.values()
+        ))
+    ):
+        raise ModelWriteError(
+            f"cannot write SavedModel to {out_dir}: it exists and is not a SavedModel "
+            "directory; choose another output"
+        )
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    staging = backup = None
+    try:
+        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".graphgrad-tmp", dir=parent)
+        for member in SAVED_MODEL_MEMBERS:
+            source = os.path.join(model.root or "", member)
+            if model.root and os.path.isdir(source):
+                shutil.copytree(source, os.path.join(staging, member))
+            elif model.root and os.path.isfile(source):
+                shutil.copy2(source, os.path.join(staging, member))
+        with open(os.path.join(staging, filename), "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(staging, 0o777 & ~_umask())
+        if os.path.exists(out_dir):
+            backup = staging + ".old"
+            os.rename(out_dir, backup)
+        os.rename(staging, out_dir)
+        staging = None
+        if backup:
+            _remove(backup)
+    except OSError as error:
+        if backup and not os.path.exists(out_dir):
+            os.rename(backup, out_dir)
+        raise ModelWriteError(f"cannot write {out_dir}: {error.strerror or error}") from None
+    finally:
+        if staging:
+            _remove(staging)
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def load_gradient_module(path: str):
+    """Import a user's Python file that declares gradients with ``@graphgrad.gradient``.
+
+    This runs the file's code: call it only for files the user named.
+    """
+    name = "graphgrad_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or not os.path.isfile(path):
+        raise GraphgradError(f"cannot load gradients from {path}: no such Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except GraphgradError:
+        del sys.modules[name]
+        raise
+    except Exception as error:
+        del sys.modules[name]
+        raise GraphgradError(
+            f"cannot load gradients from {path}: {type(error).__name__}: {error}"
+        ) from error
+    return module

@@ -1,0 +1,123 @@
+"""A loaded model file and the nodes in it.
+
+A :class:`Model` wraps one protobuf message (GraphDef, MetaGraphDef or
+SavedModel) with how it was stored. Its graphs are the GraphDefs it holds; the
+nodes of a graph are its top-level ``node`` list and, unless asked otherwise,
+the ``node_def`` lists of the function bodies in ``library.function``, named
+``function_name/node_name``.
+
+The functions here accept messages of either proto flavour (tensorboard's or
+TensorFlow's own): they only use field names, which the two share.
+"""
+
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+from .spec import ATTR
+
+GRAPHDEF = "graphdef"
+METAGRAPH = "metagraph"
+SAVEDMODEL = "savedmodel"
+KINDS = (GRAPHDEF, METAGRAPH, SAVEDMODEL)
+BINARY = "binary"
+TEXT = "text"
+ENCODINGS = (BINARY, TEXT)
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model file: its message, kind, encoding and where it came from.
+
+    ``root`` is the SavedModel directory for SavedModels, else None.
+    """
+
+    message: object
+    kind: str
+    encoding: str
+    path: str = ""
+    root: str | None = None
+
+    def copy(self) -> "Model":
+        message = type(self.message)()
+        message.CopyFrom(self.message)
+        return replace(self, message=message)
+
+    def graphs(self) -> list[tuple[str, object]]:
+        """(label, GraphDef) for each graph; the label is empty for a lone graph."""
+        return graphs_of(self.message, self.kind)
+
+    def describe(self) -> str:
+        names = {GRAPHDEF: "GraphDef", METAGRAPH: "MetaGraphDef", SAVEDMODEL: "SavedModel"}
+        return f"{names[self.kind]}, {self.encoding}"
+
+
+def graphs_of(message, kind: str) -> list[tuple[str, object]]:
+    if kind == GRAPHDEF:
+        return [("", message)]
+    if kind == METAGRAPH:
+        return [("", message.graph_def)]
+    return [
+        (f"meta_graph {index} [{','.join(meta.meta_info_def.tags)}]", meta.graph_def)
+        for index, meta in enumerate(message.meta_graphs)
+    ]
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """A node of a graph, top level (``function`` None) or in a function body."""
+
+    graph: str
+    function: str | None
+    node: object  # NodeDef
+
+    @property
+    def name(self) -> str:
+        if self.function is None:
+            return self.node.name
+        return f"{self.function}/{self.node.name}"
+
+    @property
+    def op_type(self) -> str:
+        return self.node.op
+
+    @property
+    def override(self) -> str | None:
+        return override_of(self.node)
+
+    def set_override(self, value: str | None) -> None:
+        set_override(self.node, value)
+
+
+def override_of(node_def) -> str | None:
+    """The node's ``_gradient_op_type``, or None. Never adds the attribute."""
+    if ATTR not in node_def.attr:
+        return None
+    return node_def.attr[ATTR].s.decode("utf-8", "replace")
+
+
+def set_override(node_def, value: str | None) -> None:
+    """Set (or, with None, remove) the node's ``_gradient_op_type``."""
+    if value is None:
+        if ATTR in node_def.attr:
+            del node_def.attr[ATTR]
+        return
+    attr = node_def.attr[ATTR]
+    attr.Clear()
+    attr.s = value.encode("utf-8")
+
+
+def iter_graph_nodes(graph_def, label: str = "", functions: bool = True) -> Iterator[NodeRef]:
+    """Nodes of one GraphDef: top level first, then function bodies."""
+    for node in graph_def.node:
+        yield NodeRef(label, None, node)
+    if functions:
+        for function in graph_def.library.function:
+            name = function.signature.name
+            for node in function.node_def:
+                yield NodeRef(label, name, node)
+
+
+def iter_nodes(model: Model, functions: bool = True) -> Iterator[NodeRef]:
+    """Every node of every graph in ``model``."""
+    for label, graph_def in model.graphs():
+        yield from iter_graph_nodes(graph_def, label, functions)

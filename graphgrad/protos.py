@@ -1,0 +1,51 @@
+"""TensorFlow's graph schema, without TensorFlow.
+
+``tensorboard.compat.proto`` is a copy of TensorFlow's protos that the TensorFlow
+team keeps in lockstep with each release; it imports in milliseconds. It has no
+``SavedModel`` message, so that two-field wrapper is declared here at run time
+from a descriptor that reuses tensorboard's ``MetaGraphDef`` (the wire format is
+what matters: field 1 is the schema version, field 2 the repeated meta graphs).
+"""
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from tensorboard.compat.proto import graph_pb2, meta_graph_pb2
+from tensorboard.compat.proto.attr_value_pb2 import AttrValue
+
+GraphDef = graph_pb2.GraphDef
+MetaGraphDef = meta_graph_pb2.MetaGraphDef
+
+__all__ = ["AttrValue", "GraphDef", "MetaGraphDef", "SavedModel"]
+
+
+def _declare_saved_model():
+    pool = descriptor_pool.Default()
+    file_name = "graphgrad/saved_model.proto"
+    try:
+        descriptor = pool.FindMessageTypeByName("graphgrad.SavedModel")
+    except KeyError:
+        proto = descriptor_pb2.FileDescriptorProto(
+            name=file_name,
+            package="graphgrad",
+            syntax="proto3",
+            dependency=[meta_graph_pb2.DESCRIPTOR.name],
+        )
+        message = proto.message_type.add(name="SavedModel")
+        message.field.add(
+            name="saved_model_schema_version",
+            number=1,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        )
+        message.field.add(
+            name="meta_graphs",
+            number=2,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+            type_name=".tensorboard.MetaGraphDef",
+        )
+        pool.Add(proto)
+        descriptor = pool.FindMessageTypeByName("graphgrad.SavedModel")
+    return message_factory.GetMessageClass(descriptor)
+
+
+SavedModel = _declare_saved_model()

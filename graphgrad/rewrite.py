@@ -1,0 +1,92 @@
+"""Applying rules: set ``_gradient_op_type`` on the nodes rules select.
+
+:func:`apply_rules` works on any node references with ``name``, ``op_type``,
+``override`` and ``set_override`` (file nodes, or the live ops of a tf.Graph);
+:func:`rewrite_model` is the pure version for a loaded model file.
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .errors import SelectionError
+from .model import Model, iter_nodes
+from .select import select_nodes
+
+
+@dataclass(frozen=True)
+class RewriteOptions:
+    """Everything that decides which nodes get which gradient."""
+
+    rules: tuple = ()
+    match: tuple = ()
+    exclude: tuple = ()
+    functions: bool = True
+    force: bool = False
+    allow_missing: bool = False
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """One node's override before and after (None: no override)."""
+
+    graph: str
+    node: str
+    op_type: str
+    old: str | None
+    new: str | None
+
+
+@dataclass
+class RewriteReport:
+    """What a rewrite changed, what already was as asked, and notes."""
+
+    changes: list = field(default_factory=list)
+    unchanged: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+    def counts_by_op_type(self) -> dict[str, int]:
+        return dict(sorted(Counter(change.op_type for change in self.changes).items()))
+
+
+def apply_rules(nodes, options: RewriteOptions) -> RewriteReport:
+    """Set the override of every node the rules select, in place, and report.
+
+    A node that carries a different override already is refused unless
+    ``options.force``; nothing is changed then.
+    """
+    selection = select_nodes(nodes, options.rules, options.match, options.exclude, options.allow_missing)
+    report = RewriteReport(notes=list(selection.notes))
+    refused = []
+    for node, rule in selection.matches:
+        new, old = rule.spec.attr_value, node.override
+        change = NodeChange(getattr(node, "graph", ""), node.name, node.op_type, old, new)
+        if old == new:
+            report.unchanged.append(change)
+        elif old is not None and not options.force:
+            refused.append(f"{node.name} ({node.op_type}) has {old!r}, the rule wants {new!r}")
+        else:
+            report.changes.append((node, change))
+    if refused:
+        raise SelectionError(
+            f"{len(refused)} node(s) already carry a different gradient override: "
+            f"{'; '.join(refused[:5])}{' ...' if len(refused) > 5 else ''}. "
+            "To replace them, add --force (force=True)."
+        )
+    for node, change in report.changes:
+        node.set_override(change.new)
+    report.changes = [change for _, change in report.changes]
+    return report
+
+
+def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
+    """Apply ``options`` to ``model``; returns ``(new_model, report)``.
+
+    The input is left as it was unless ``inplace``.
+    """
+    result = model if inplace else model.copy()
+    report = apply_rules(iter_nodes(result, options.functions), options)
+    return result, report

@@ -1,0 +1,179 @@
+"""From rules to nodes: which nodes a rule selects, and near-miss hints when a
+rule selects nothing (``sign`` for ``Sign``, ``stack`` for ``Pack``, ...).
+
+Works on any nodes with ``name`` and ``op_type`` (file nodes or live ops).
+"""
+
+import difflib
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from .errors import SelectionError
+from .spec import GradientSpec, parse_spec
+
+OP = "op"
+NODE = "node"
+
+# Python API names -> the op types they create: the usual reason an --op key
+# matches nothing.
+API_OP_TYPES = {
+    "stack": ["Pack"], "unstack": ["Unpack"], "concat": ["ConcatV2", "Concat"],
+    "py_func": ["PyFunc", "PyFuncStateless"], "numpy_function": ["PyFunc", "PyFuncStateless"],
+    "py_function": ["EagerPyFunc"], "add": ["AddV2", "Add"], "add_n": ["AddN"],
+    "where": ["SelectV2", "Select", "Where"], "matmul": ["MatMul", "BatchMatMulV2"],
+    "multiply": ["Mul"], "subtract": ["Sub"], "divide": ["RealDiv"], "truediv": ["RealDiv"],
+    "floordiv": ["FloorDiv"], "round": ["Round"], "sign": ["Sign"], "floor": ["Floor"],
+    "ceil": ["Ceil"], "rint": ["Rint"], "relu": ["Relu"], "relu6": ["Relu6"],
+    "leaky_relu": ["LeakyRelu"], "identity": ["Identity"], "identity_n": ["IdentityN"],
+    "custom_gradient": ["IdentityN"], "stop_gradient": ["StopGradient"],
+    "reshape": ["Reshape"], "gather": ["GatherV2"], "cast": ["Cast"],
+    "reduce_sum": ["Sum"], "reduce_mean": ["Mean"], "reduce_max": ["Max"],
+    "reduce_min": ["Min"], "argmax": ["ArgMax"], "argmin": ["ArgMin"],
+    "expand_dims": ["ExpandDims"], "squeeze": ["Squeeze"], "transpose": ["Transpose"],
+    "conv2d": ["Conv2D"], "max_pool": ["MaxPool"], "max_pool2d": ["MaxPool"],
+    "avg_pool": ["AvgPool"], "bias_add": ["BiasAdd"], "softmax": ["Softmax"],
+    "sigmoid": ["Sigmoid"], "tanh": ["Tanh"], "clip_by_value": ["ClipByValue"],
+    "one_hot": ["OneHot"], "pow": ["Pow"], "square": ["Square"], "sqrt": ["Sqrt"],
+    "abs": ["Abs"], "exp": ["Exp"], "log": ["Log"], "maximum": ["Maximum"],
+    "minimum": ["Minimum"], "pad": ["Pad", "PadV2", "MirrorPad"], "slice": ["Slice"],
+    "strided_slice": ["StridedSlice"], "tile": ["Tile"], "split": ["Split", "SplitV"],
+    "fused_batch_norm": ["FusedBatchNormV3"], "batch_normalization": ["FusedBatchNormV3"],
+    "constant": ["Const"], "placeholder": ["Placeholder"], "variable": ["VariableV2", "VarHandleOp"],
+    "while_loop": ["While", "StatelessWhile"], "cond": ["If", "StatelessIf"],
+    "equal": ["Equal"], "greater": ["Greater"], "less": ["Less"],
+    "fake_quant_with_min_max_vars": ["FakeQuantWithMinMaxVars"],
+    "fake_quant_with_min_max_args": ["FakeQuantWithMinMaxArgs"],
+    "quantize_and_dequantize": ["QuantizeAndDequantizeV4", "QuantizeAndDequantizeV2"],
+}
+_API_PREFIXES = ("tf.compat.v1.", "tf.math.", "tf.nn.", "tf.linalg.", "tf.raw_ops.", "tf.", "math.", "nn.")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Give nodes selected by op type (``op``) or name glob (``node``) a gradient."""
+
+    selector: str
+    pattern: str
+    spec: GradientSpec
+
+    def __str__(self) -> str:
+        return f"--{self.selector} {self.pattern}={self.spec.canonical}"
+
+    def selects(self, node) -> bool:
+        if self.selector == OP:
+            return node.op_type == self.pattern
+        return fnmatchcase(node.name, self.pattern)
+
+
+def parse_rule(selector: str, text: str) -> Rule:
+    """Parse ``KEY=SPEC`` (e.g. ``Sign=ste(clip=2)``) into a :class:`Rule`."""
+    key, separator, spec = text.partition("=")
+    key = key.strip()
+    if not separator or not key or not spec.strip():
+        example = "Sign=ste" if selector == OP else "'encoder/*/Sign=ste'"
+        raise SelectionError(f"--{selector} {text!r}: expected KEY=GRADIENT, e.g. --{selector} {example}")
+    return Rule(selector, key, parse_spec(spec))
+
+
+@dataclass
+class Selection:
+    """The nodes rules selected, each with its rule, and notes for the user."""
+
+    matches: list = field(default_factory=list)  # [(node, rule)]
+    notes: list = field(default_factory=list)
+
+
+def in_scope(name: str, match=(), exclude=()) -> bool:
+    """Whether ``--match`` / ``--exclude`` globs leave node ``name`` in play."""
+    if match and not any(fnmatchcase(name, glob) for glob in match):
+        return False
+    return not any(fnmatchcase(name, glob) for glob in exclude)
+
+
+def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False) -> Selection:
+    """Match ``rules`` against ``nodes``.
+
+    Raises :class:`SelectionError` when rules that would both apply to a node
+    disagree, or when a rule selects nothing (with hints); ``allow_missing``
+    turns the latter into notes.
+    """
+    nodes = list(nodes)
+    selection = Selection()
+    hits = {rule: 0 for rule in rules}
+    conflicts = []
+    for node in nodes:
+        chosen = None
+        for rule in rules:
+            if not rule.selects(node):
+                continue
+            hits[rule] += 1
+            if chosen is None:
+                chosen = rule
+            elif chosen.spec != rule.spec:
+                conflicts.append(f"{node.name} ({node.op_type}): {chosen} and {rule}")
+        if chosen is not None and in_scope(node.name, match, exclude):
+            selection.matches.append((node, chosen))
+    if conflicts:
+        raise SelectionError(
+            f"rules disagree on {len(conflicts)} node(s): {'; '.join(conflicts[:5])}"
+            f"{' ...' if len(conflicts) > 5 else ''}. To fix this, narrow one rule "
+            "(--exclude, a tighter --node glob) so each node gets one gradient."
+        )
+    misses = [_miss_message(rule, nodes) for rule in rules if hits[rule] == 0]
+    in_scope_hits = {rule for _, rule in selection.matches}
+    misses += [
+        f"{rule} selects no node left by --match/--exclude"
+        for rule in rules
+        if hits[rule] and rule not in in_scope_hits
+    ]
+    if misses and not allow_missing:
+        raise SelectionError("; ".join(misses))
+    selection.notes.extend(misses)
+    return selection
+
+
+def _miss_message(rule: Rule, nodes) -> str:
+    if rule.selector == OP:
+        present = sorted({node.op_type for node in nodes})
+        hints = suggest_op_types(rule.pattern, present)
+        return f"no node has op type {rule.pattern!r}" + (f" ({hints})" if hints else "")
+    names = [node.name for node in nodes]
+    hint = _suggest_names(rule.pattern, names)
+    return f"--node {rule.pattern!r} matches no node name" + (f" ({hint})" if hint else "")
+
+
+def suggest_op_types(wanted: str, present: list[str]) -> str:
+    """A hint for an op type no node has: case, Python API name, or a close spelling."""
+    same_case = [t for t in present if t.lower() == wanted.lower()]
+    if same_case:
+        return f"op types are case-sensitive: did you mean {same_case[0]}?"
+    key = wanted
+    for prefix in _API_PREFIXES:
+        if key.startswith(prefix):
+            key = key[len(prefix):]
+            break
+    api_types = API_OP_TYPES.get(key) or API_OP_TYPES.get(key.lower())
+    if api_types:
+        found = [t for t in api_types if t in present]
+        if found:
+            return f"{wanted} is a Python API name; the graph has op type {' / '.join(found)}"
+        return (
+            f"{wanted} is a Python API name that creates op type {' or '.join(api_types)}, "
+            "and this graph has none"
+        )
+    close = difflib.get_close_matches(wanted, present, n=3, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(close)}?"
+    return ""
+
+
+def _suggest_names(pattern: str, names: list[str]) -> str:
+    if not any(c in pattern for c in "*?["):
+        suffixed = [n for n in names if n.endswith("/" + pattern)]
+        if suffixed:
+            return (
+                f"globs match whole names; {len(suffixed)} name(s) end in /{pattern}, "
+                f"e.g. {suffixed[0]}: try '*/{pattern}'"
+            )
+    close = difflib.get_close_matches(pattern, names[:20000], n=3, cutoff=0.6)
+    return f"close names: {', '.join(close)}" if close else ""

@@ -1,0 +1,272 @@
+"""Gradient specs: the grammar, canonical form and the attribute value they give.
+
+A spec is a pipeline of stages, ``replacement|transform|transform``, each stage
+a gradient name with optional arguments: ``ste``, ``ste(clip=2)``,
+``clip_value(-0.1, 0.1)``, ``identity|clip_norm(1.0)``. Alternatively
+``tf:NAME`` stands for a gradient that TensorFlow's own registry (or the loading
+process) provides under NAME, written to the graph verbatim.
+
+The grammar is parsed by hand, never evaluated. Every spec has one canonical
+text (all parameters named, in declared order, numbers normalised), and the
+value written to ``_gradient_op_type`` is ``graphgrad/<canonical>``: the runtime
+rebuilds the gradient from that name alone, equal specs share one name, and the
+namespace keeps clear of names users register themselves.
+"""
+
+import re
+from dataclasses import dataclass
+
+from .errors import SpecError
+from .gradients import REGISTRY, TRANSFORM
+
+ATTR = "_gradient_op_type"
+NAMESPACE = "graphgrad/"
+TF_PREFIX = "tf:"
+MAX_SPEC_LENGTH = 4096
+CUSTOM_GRADIENT = re.compile(r"CustomGradient-\d+\Z")
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<number>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
+      | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+      | (?P<punct>[(),=|])
+    )""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One gradient in a pipeline, with every parameter's value."""
+
+    name: str
+    args: tuple = ()  # ((param name, value), ...) in declared order
+
+    @property
+    def definition(self):
+        return REGISTRY.get(self.name)
+
+    def canonical(self) -> str:
+        if not self.args:
+            return self.name
+        return f"{self.name}({','.join(f'{k}={_format_value(v)}' for k, v in self.args)})"
+
+
+@dataclass(frozen=True)
+class GradientSpec:
+    """A parsed spec: gradient stages, or a verbatim TensorFlow registry name."""
+
+    stages: tuple = ()
+    tf_name: str | None = None
+
+    @property
+    def canonical(self) -> str:
+        if self.tf_name is not None:
+            return TF_PREFIX + self.tf_name
+        return "|".join(stage.canonical() for stage in self.stages)
+
+    @property
+    def attr_value(self) -> str:
+        """The string written to the node's ``_gradient_op_type``."""
+        if self.tf_name is not None:
+            return self.tf_name
+        return NAMESPACE + self.canonical
+
+    def __str__(self) -> str:
+        return self.canonical
+
+
+def _format_value(value) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    tokens, position = [], 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position == len(text):
+            return tokens
+        match = _TOKEN.match(text, position)
+        if not match:
+            raise SpecError(
+                f"cannot parse gradient spec {text!r}: unexpected {text[position:position + 10]!r} "
+                f"at column {position + 1}"
+            )
+        kind = match.lastgroup
+        tokens.append((kind, match.group(kind)))
+        position = match.end()
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.position = 0
+
+    def fail(self, what: str):
+        raise SpecError(f"cannot parse gradient spec {self.text!r}: {what}")
+
+    def peek(self):
+        return self.tokens[self.position] if self.position < len(self.tokens) else (None, None)
+
+    def take(self, kind=None, value=None):
+        token = self.peek()
+        if token[0] is None:
+            self.fail(f"it ends early, expected {value or kind}")
+        if (kind and token[0] != kind) or (value and token[1] != value):
+            self.fail(f"expected {value or kind}, found {token[1]!r}")
+        self.position += 1
+        return token[1]
+
+    def pipeline(self) -> list[tuple[str, list, dict]]:
+        stages = [self.stage()]
+        while self.peek()[1] == "|":
+            self.take(value="|")
+            stages.append(self.stage())
+        if self.peek()[0] is not None:
+            self.fail(f"unexpected {self.peek()[1]!r}")
+        return stages
+
+    def stage(self):
+        name = self.take(kind="name")
+        positional, keywords = [], {}
+        if self.peek()[1] == "(":
+            self.take(value="(")
+            while self.peek()[1] != ")":
+                if self.peek()[0] == "name" and self.peek()[1] != "None":
+                    key = self.take(kind="name")
+                    self.take(value="=")
+                    if key in keywords:
+                        self.fail(f"{name}: argument {key!r} given twice")
+                    keywords[key] = self.value()
+                else:
+                    if keywords:
+                        self.fail(f"{name}: positional argument after keyword argument")
+                    positional.append(self.value())
+                if self.peek()[1] != ")":
+                    self.take(value=",")
+            self.take(value=")")
+        return name, positional, keywords
+
+    def value(self):
+        kind, text = self.peek()
+        if kind is None:
+            self.fail("it ends early, expected a number or None")
+        if kind == "number":
+            self.position += 1
+            return float(text) if re.search(r"[.eE]", text) else int(text)
+        if text == "None":
+            self.position += 1
+            return None
+        self.fail(f"expected a number or None, found {text!r}")
+
+
+def _bind(name: str, positional: list, keywords: dict) -> Stage:
+    definition = REGISTRY.get(name)
+    params = definition.params
+    if len(positional) > len(params):
+        raise SpecError(
+            f"{definition.signature()} takes {len(params)} argument(s), got {len(positional)}"
+        )
+    values = {}
+    for param, value in zip(params, positional):
+        values[param.name] = value
+    for key, value in keywords.items():
+        if key not in {p.name for p in params}:
+            raise SpecError(
+                f"{name} has no parameter {key!r}; its signature is {definition.signature()}"
+            )
+        if key in values:
+            raise SpecError(f"{name}: argument {key!r} given twice")
+        values[key] = value
+    bound = {}
+    for param in params:
+        if param.name in values:
+            bound[param.name] = _coerce(name, param, values[param.name])
+        elif param.required:
+            raise SpecError(f"{name} needs {param.name!r}: {definition.signature()}")
+        else:
+            bound[param.name] = param.default
+    if definition.check:
+        definition.check(bound)
+    return Stage(name, tuple(bound.items()))
+
+
+def _coerce(gradient: str, param, value):
+    if value is None:
+        if param.default is None:
+            return None
+        raise SpecError(f"{gradient}: {param.name} cannot be None")
+    if param.type is int:
+        if not isinstance(value, int):
+            raise SpecError(f"{gradient}: {param.name} must be a whole number, got {value!r}")
+        return value
+    return float(value)
+
+
+def parse_spec(text: str) -> GradientSpec:
+    """Parse a gradient spec string into a :class:`GradientSpec`.
+
+    Aliases expand to their specs (``QuantizeGrad`` -> ``ste(clip=1.0)``). Raises
+    :class:`~graphgrad.errors.SpecError` with what is wrong and what is known.
+    """
+    if not isinstance(text, str):
+        raise SpecError(f"a gradient spec is a string, got {type(text).__name__}")
+    text = text.strip()
+    if not text:
+        raise SpecError("empty gradient spec: name a gradient, e.g. ste or identity|scale(0.5)")
+    if len(text) > MAX_SPEC_LENGTH:
+        raise SpecError(f"gradient spec is longer than {MAX_SPEC_LENGTH} characters")
+    if text.startswith(TF_PREFIX):
+        return _parse_tf_name(text[len(TF_PREFIX):])
+    stages = []
+    for name, positional, keywords in _Parser(text).pipeline():
+        target = REGISTRY.alias_target(name)
+        if target is not None:
+            if positional or keywords:
+                raise SpecError(f"{name} is an alias for {target} and takes no arguments")
+            stages.extend(parse_spec(target).stages)
+        else:
+            stages.append(_bind(name, positional, keywords))
+    _check_pipeline(text, stages)
+    return GradientSpec(stages=tuple(stages))
+
+
+def _parse_tf_name(name: str) -> GradientSpec:
+    if not name or any(c.isspace() for c in name):
+        raise SpecError(f"tf:NAME needs a registry name without spaces, got {name!r}")
+    if name.startswith(NAMESPACE):
+        raise SpecError(f"write {name[len(NAMESPACE):]!r} instead of tf:{name}")
+    return GradientSpec(tf_name=name)
+
+
+def _check_pipeline(text: str, stages: list) -> None:
+    for position, stage in enumerate(stages):
+        if position > 0 and stage.definition.kind != TRANSFORM:
+            raise SpecError(
+                f"in {text!r}, {stage.name} replaces the gradient, so it can only come first; "
+                "after it, only transforms (scale, reverse, clip_value, clip_norm, noise, select)"
+            )
+
+
+def spec_from_attr_value(value: str) -> GradientSpec | None:
+    """The graphgrad spec behind an override value, or None if it is not ours.
+
+    Raises :class:`SpecError` for a ``graphgrad/`` name that cannot be rebuilt
+    (e.g. a user gradient whose module was not imported).
+    """
+    if not value.startswith(NAMESPACE):
+        return None
+    return parse_spec(value[len(NAMESPACE):])
+
+
+def attr_value_for(spec: "GradientSpec | str") -> str:
+    """The ``_gradient_op_type`` value for a spec or spec string."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    return spec.attr_value
