@@ -17,7 +17,7 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from .errors import GraphgradError, ModelReadError, ModelWriteError
-from .model import BINARY, GRAPHDEF, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
+from .model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
 from .protos import GraphDef, MetaGraphDef, SavedModel
 
 MESSAGE_TYPES = {GRAPHDEF: GraphDef, METAGRAPH: MetaGraphDef, SAVEDMODEL: SavedModel}
@@ -117,7 +117,7 @@ def _parse_text(data: bytes, kind, path, first_field):
             continue
         return message, candidate, TEXT
     raise ModelReadError(
-        f"{path} is not a valid text {_kind_name(kinds[0])}: {first_error}"
+        f"{path} is not a valid text {KIND_NAMES[kinds[0]]}: {first_error}"
     )
 
 
@@ -137,7 +137,7 @@ def _parse_binary(data: bytes, kind, path):
         if kind or _plausible(message, candidate):
             return message, candidate, BINARY
     if kind:
-        raise ModelReadError(f"{path} does not parse as a binary {_kind_name(kind)}")
+        raise ModelReadError(f"{path} does not parse as a binary {KIND_NAMES[kind]}")
     raise ModelReadError(
         f"{path} is not a TensorFlow graph file (GraphDef, MetaGraphDef or SavedModel, "
         "binary or text): it may be truncated or of another format"
@@ -164,10 +164,6 @@ def _plausible_graph(graph_def) -> bool:
     return all(
         _PLAUSIBLE_NAME.match(node.name) and _PLAUSIBLE_NAME.match(node.op) for node in nodes
     )
-
-
-def _kind_name(kind) -> str:
-    return {GRAPHDEF: "GraphDef", METAGRAPH: "MetaGraphDef", SAVEDMODEL: "SavedModel"}[kind]
 
 
 def serialize(model: Model, encoding: str | None = None) -> bytes:

@@ -19,6 +19,7 @@ GRAPHDEF = "graphdef"
 METAGRAPH = "metagraph"
 SAVEDMODEL = "savedmodel"
 KINDS = (GRAPHDEF, METAGRAPH, SAVEDMODEL)
+KIND_NAMES = {GRAPHDEF: "GraphDef", METAGRAPH: "MetaGraphDef", SAVEDMODEL: "SavedModel"}
 BINARY = "binary"
 TEXT = "text"
 ENCODINGS = (BINARY, TEXT)
@@ -47,8 +48,7 @@ class Model:
         return graphs_of(self.message, self.kind)
 
     def describe(self) -> str:
-        names = {GRAPHDEF: "GraphDef", METAGRAPH: "MetaGraphDef", SAVEDMODEL: "SavedModel"}
-        return f"{names[self.kind]}, {self.encoding}"
+        return f"{KIND_NAMES[self.kind]}, {self.encoding}"
 
 
 def graphs_of(message, kind: str) -> list[tuple[str, object]]:

@@ -1,0 +1,5 @@
+"""Command-line interface: options become config objects; the library does the work."""
+
+from .main import main
+
+__all__ = ["main"]

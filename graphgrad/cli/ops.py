@@ -1,0 +1,73 @@
+"""graphgrad ops: op types with counts, and the gradient overrides a model carries."""
+
+import click
+
+from ..api import summarize_file
+from ..errors import GraphgradError
+from ..model import KIND_NAMES
+from ..summary import DANGLING, UNRESOLVED
+from . import options
+from .render import echo_json, error, table
+
+
+@click.command("ops")
+@options.models_argument
+@options.format_option
+@options.functions_option
+@options.json_option
+@options.debug_option
+def ops_command(models, kind, functions, as_json):
+    """List op types with node counts, and gradient overrides with their status.
+
+    Flags overrides no loading process can resolve, above all the
+    CustomGradient-<n> names tf.custom_gradient leaves in frozen graphs.
+    """
+    summaries, failures = [], []
+    for path in models:
+        try:
+            summaries.append(summarize_file(path, kind, functions))
+        except GraphgradError as failure:
+            failures.append({"input": path, "error": str(failure)})
+            error(str(failure))
+    if as_json:
+        echo_json({"files": summaries, "errors": failures})
+    else:
+        click.echo("\n\n".join(_render(summary) for summary in summaries))
+    if failures:
+        raise SystemExit(1)
+
+
+def _render(summary) -> str:
+    graphs = f", {summary.graphs} graphs" if summary.graphs > 1 else ""
+    functions = (
+        f", {summary.functions} functions ({summary.nodes_functions} nodes)" if summary.functions else ""
+    )
+    lines = [
+        f"{summary.path}  ({KIND_NAMES[summary.kind]}, {summary.encoding}{graphs}): "
+        f"{summary.nodes_top} nodes{functions}"
+    ]
+    rows = [["op type", "nodes", "in functions"]]
+    rows += [[c.op_type, c.top or "-", c.functions or "-"] for c in summary.op_types]
+    lines.append(table(rows))
+    if not summary.overrides:
+        lines.append("  gradient overrides: none")
+        return "\n".join(lines)
+    lines.append(f"  gradient overrides ({len(summary.overrides)}):")
+    override_rows = [["node", "op type", "_gradient_op_type", "status"]]
+    override_rows += [
+        [o.node if not o.graph else f"{o.graph}: {o.node}", o.op_type, o.value, o.status.upper()
+         if o.status in (DANGLING, UNRESOLVED) else o.status]
+        for o in summary.overrides
+    ]
+    lines.append(table(override_rows, indent="    "))
+    for problem in _unique_problems(summary):
+        lines.append(f"  ! {problem.value}: {problem.detail}")
+    return "\n".join(lines)
+
+
+def _unique_problems(summary):
+    seen = set()
+    for override in summary.problems:
+        if override.value not in seen:
+            seen.add(override.value)
+            yield override

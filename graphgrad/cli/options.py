@@ -1,0 +1,60 @@
+"""Every command-line option, defined once; commands pick what they need."""
+
+import click
+
+from ..model import ENCODINGS, KINDS
+
+models_argument = click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=True))
+
+format_option = click.option(
+    "--format", "kind", type=click.Choice(KINDS),
+    help="Read every MODEL as this kind instead of detecting it from the content.",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+functions_option = click.option(
+    "--functions/--no-functions", default=True, show_default=True,
+    help="Include nodes inside function bodies (library.function), named FUNCTION/NODE.",
+)
+op_rule_option = click.option(
+    "--op", "op_rules", multiple=True, metavar="TYPE=GRADIENT",
+    help="Give every node of op type TYPE (e.g. Sign, Pack, PyFunc) the gradient GRADIENT.",
+)
+node_rule_option = click.option(
+    "--node", "node_rules", multiple=True, metavar="GLOB=GRADIENT",
+    help="Give nodes whose full name matches GLOB the gradient GRADIENT.",
+)
+match_option = click.option(
+    "--match", multiple=True, metavar="GLOB", help="Only nodes whose name matches GLOB (any of them).",
+)
+exclude_option = click.option(
+    "--exclude", multiple=True, metavar="GLOB", help="Never nodes whose name matches GLOB.",
+)
+output_option = click.option("-o", "--output", "out", metavar="OUT", help="Write the result to OUT.")
+in_place_option = click.option("--in-place", is_flag=True, help="Overwrite each MODEL (atomically).")
+dry_run_option = click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+force_option = click.option(
+    "--force", is_flag=True, help="Replace overrides that nodes already carry.",
+)
+allow_missing_option = click.option(
+    "--allow-missing", is_flag=True,
+    help="A rule that selects nothing is a note, not an error (for batches).",
+)
+encoding_option = click.option(
+    "--output-encoding", "encoding", type=click.Choice(ENCODINGS),
+    help="Write binary or text protobuf instead of the input's encoding.",
+)
+gradients_module_option = click.option(
+    "--gradients", "gradient_modules", multiple=True, type=click.Path(dir_okay=False), metavar="FILE.py",
+    help="Import FILE.py, whose @graphgrad.gradient functions become usable names (runs its code).",
+)
+
+
+def _set_debug(ctx, _param, value):
+    if value:
+        ctx.meta["graphgrad.debug"] = True
+
+
+debug_option = click.option(
+    "--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+    help="Show a traceback on errors.",
+)

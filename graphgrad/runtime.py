@@ -1,0 +1,262 @@
+"""The TensorFlow side: make the names graphgrad writes mean something.
+
+Only this module uses TensorFlow, and only inside functions, so importing
+graphgrad stays cheap. Gradients are registered with ``tf.RegisterGradient``
+under the exact ``_gradient_op_type`` value, once per process.
+"""
+
+import threading
+from dataclasses import dataclass
+
+from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError
+from .gradients import TRANSFORM, USER
+from .io import read_model
+from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, graphs_of, iter_graph_nodes
+from .rewrite import RewriteOptions, apply_rules
+from .select import NODE, OP, Rule
+from .spec import ATTR, CUSTOM_GRADIENT, GradientSpec, parse_spec, spec_from_attr_value
+
+_LOCK = threading.Lock()
+_MESSAGE_KINDS = {"GraphDef": GRAPHDEF, "MetaGraphDef": METAGRAPH, "SavedModel": SAVEDMODEL}
+
+
+def tensorflow():
+    """Import TensorFlow, or say what to install."""
+    try:
+        import tensorflow as tf
+    except ImportError as error:
+        raise TensorFlowMissingError(
+            f"this needs TensorFlow, which is not installed ({error}). To fix this, "
+            "pip install 'graphgrad[tf]' (or tensorflow / tensorflow-cpu / tf-nightly)"
+        ) from None
+    return tf
+
+
+def _gradient_registry():
+    tensorflow()
+    from tensorflow.python.framework import ops
+
+    return ops._gradient_registry
+
+
+def is_registered(name: str) -> bool:
+    """Whether TensorFlow's gradient registry answers for ``name``."""
+    try:
+        _gradient_registry().lookup(name)
+    except LookupError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Registration:
+    """Names :func:`register_gradients` registered now, and those already there."""
+
+    registered: tuple = ()
+    already: tuple = ()
+
+    @property
+    def names(self) -> tuple:
+        return tuple(sorted(self.registered + self.already))
+
+
+def build_gradient_function(spec: GradientSpec):
+    """A ``tf.RegisterGradient``-style function ``(op, *grads) -> grads`` for ``spec``."""
+    stages = list(spec.stages)
+    replacement = None if stages[0].definition.kind == TRANSFORM else stages.pop(0)
+    transforms = [(stage.definition.function, dict(stage.args)) for stage in stages]
+
+    def gradient_function(op, *grads):
+        tf = tensorflow()
+        if replacement is None:
+            input_grads = _default_gradient(op, grads)
+        elif replacement.definition.kind == USER:
+            input_grads = _as_list(op, replacement.definition.function(op, *grads), replacement.name)
+        else:
+            function = replacement.definition.function
+            input_grads = _as_list(op, function(tf, op, list(grads), **dict(replacement.args)), replacement.name)
+        for function, args in transforms:
+            input_grads = function(tf, op, input_grads, **args)
+        return input_grads
+
+    gradient_function.__name__ = f"graphgrad_{spec.canonical}"
+    return gradient_function
+
+
+def _default_gradient(op, grads):
+    try:
+        function = _gradient_registry().lookup(op.type)
+    except LookupError:
+        raise LookupError(
+            f"node {op.name!r}: op type {op.type} has no TensorFlow gradient for a transform "
+            "to act on. To fix this, start the spec with a replacement, e.g. identity|scale(0.5)"
+        ) from None
+    if function is None:  # registered as not differentiable
+        return [None] * len(op.inputs)
+    return _as_list(op, function(op, *grads), op.type)
+
+
+def _as_list(op, grads, source):
+    if grads is None or not isinstance(grads, (list, tuple)):
+        grads = [grads]
+    grads = list(grads)
+    if len(grads) != len(op.inputs):
+        raise ValueError(
+            f"gradient {source} returned {len(grads)} gradient(s) for node {op.name!r} "
+            f"({op.type}), which has {len(op.inputs)} input(s)"
+        )
+    return grads
+
+
+def _graph_defs(graph):
+    """GraphDefs to scan: from a tf.Graph, a Model, a message of either flavour, or a path."""
+    if isinstance(graph, Model):
+        return [g for _, g in graph.graphs()]
+    if isinstance(graph, (str, bytes)) or hasattr(graph, "__fspath__"):
+        return [g for _, g in read_model(graph).graphs()]
+    if hasattr(graph, "as_graph_def"):
+        return [graph.as_graph_def()]
+    descriptor = getattr(graph, "DESCRIPTOR", None)
+    kind = _MESSAGE_KINDS.get(getattr(descriptor, "name", None))
+    if kind not in KINDS:
+        raise GraphgradError(
+            f"register_gradients takes a tf.Graph, a GraphDef, MetaGraphDef or SavedModel "
+            f"message, or a path; got {type(graph).__name__}"
+        )
+    return [g for _, g in graphs_of(graph, kind)]
+
+
+def overrides_in(graph) -> dict[str, list[str]]:
+    """Override value -> names of the nodes that carry it (function bodies included)."""
+    uses: dict[str, list[str]] = {}
+    for graph_def in _graph_defs(graph):
+        for node in iter_graph_nodes(graph_def):
+            value = node.override
+            if value is not None:
+                uses.setdefault(value, []).append(node.name)
+    return uses
+
+
+def register_gradients(graph) -> Registration:
+    """Register every gradient that ``graph``'s overrides name, once per process.
+
+    ``graph`` is a ``tf.Graph`` (after any loader), a GraphDef / MetaGraphDef /
+    SavedModel message of either proto flavour, a :class:`Model`, or a path.
+    Idempotent and thread-safe; never collides with names registered by users
+    (graphgrad's names live under ``graphgrad/``). Raises
+    :class:`UnresolvedGradientsError` listing each name no one can provide, after
+    registering the others.
+    """
+    uses = overrides_in(graph)
+    tf = tensorflow()
+    registered, already, unresolved = [], [], []
+    with _LOCK:
+        for value in sorted(uses):
+            try:
+                spec = spec_from_attr_value(value)
+            except SpecError as error:
+                unresolved.append((value, str(error)))
+                continue
+            if is_registered(value):
+                already.append(value)
+            elif spec is None:
+                unresolved.append((value, _external_reason(value)))
+            else:
+                tf.RegisterGradient(value)(build_gradient_function(spec))
+                registered.append(value)
+    if unresolved:
+        raise UnresolvedGradientsError(_unresolved_message(unresolved, uses))
+    return Registration(tuple(registered), tuple(already))
+
+
+def _external_reason(value: str) -> str:
+    if CUSTOM_GRADIENT.match(value):
+        return (
+            "tf.custom_gradient named it in the process that built the graph; no other "
+            "process has it"
+        )
+    return "no gradient is registered under this name (tf.RegisterGradient) in this process"
+
+
+def _unresolved_message(unresolved, uses) -> str:
+    lines = [f"{len(unresolved)} gradient override name(s) cannot be resolved in this process:"]
+    for value, reason in unresolved:
+        nodes = uses[value]
+        shown = ", ".join(nodes[:3]) + (f" (+{len(nodes) - 3} more)" if len(nodes) > 3 else "")
+        if CUSTOM_GRADIENT.match(value):
+            fix = (
+                f"graphgrad rewrite MODEL --node '{nodes[0]}=identity' --force "
+                "(or another gradient spec)"
+            )
+        elif value.startswith("graphgrad/"):
+            fix = "import the module that declares this gradient before register_gradients"
+        else:
+            fix = (
+                "register it with tf.RegisterGradient before loading, or give the node a "
+                f"graphgrad gradient: graphgrad rewrite MODEL --node '{nodes[0]}=SPEC' --force"
+            )
+        lines.append(f"  {value!r} on {shown}: {reason}. To fix this, {fix}.")
+    return "\n".join(lines)
+
+
+def import_graph_def(graph_def_or_path, **kwargs):
+    """Read (if a path), register the graph's gradients, then ``tf.import_graph_def``.
+
+    Accepts a path, a :class:`Model`, or a GraphDef / MetaGraphDef message of either
+    flavour; keyword arguments go to ``tf.compat.v1.import_graph_def``.
+    """
+    tf = tensorflow()
+    graph_defs = _graph_defs(graph_def_or_path)
+    if len(graph_defs) != 1:
+        raise GraphgradError(
+            f"this model holds {len(graph_defs)} graphs; read it with graphgrad.read_model "
+            "and pass the GraphDef of the one to import"
+        )
+    graph_def = graph_defs[0]
+    register_gradients(graph_def)
+    if not isinstance(graph_def, tf.compat.v1.GraphDef):
+        graph_def = tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())
+    return tf.compat.v1.import_graph_def(graph_def, **kwargs)
+
+
+class _LiveOp:
+    """An operation of a built tf.Graph, seen as a node reference."""
+
+    graph = ""
+
+    def __init__(self, op):
+        self.op = op
+        self.name = op.name
+        self.op_type = op.type
+
+    @property
+    def override(self):
+        if ATTR not in self.op.node_def.attr:
+            return None
+        return self.op.get_attr(ATTR).decode("utf-8", "replace")
+
+    def set_override(self, value):
+        from tensorflow.core.framework import attr_value_pb2
+
+        self.op._set_attr(ATTR, attr_value_pb2.AttrValue(s=value.encode("utf-8")))
+
+
+def override(graph, ops=None, nodes=None, *, match=(), exclude=(), force=False, allow_missing=False):
+    """Give ops of an already built ``tf.Graph`` graphgrad gradients, and register them.
+
+    ``ops`` maps op types to specs (like ``gradient_override_map``), ``nodes``
+    maps name globs to specs: ``override(graph, {"Sign": "ste"})``. Same specs,
+    names and errors as ``graphgrad rewrite``; function bodies are not touched.
+    Returns the :class:`~graphgrad.rewrite.RewriteReport`.
+    """
+    rules = tuple(Rule(OP, key, parse_spec(spec)) for key, spec in (ops or {}).items())
+    rules += tuple(Rule(NODE, key, parse_spec(spec)) for key, spec in (nodes or {}).items())
+    if not rules:
+        raise GraphgradError("override needs at least one rule: ops={'Sign': 'ste'} or nodes={...}")
+    options = RewriteOptions(
+        rules=rules, match=tuple(match), exclude=tuple(exclude), functions=False,
+        force=force, allow_missing=allow_missing,
+    )
+    report = apply_rules([_LiveOp(op) for op in graph.get_operations()], options)
+    register_gradients(graph)
+    return report
