@@ -134,10 +134,14 @@ def _parse_binary(data: bytes, kind, path):
             message.ParseFromString(data)
         except (DecodeError, RuntimeError, ValueError):
             continue
-        if kind or _plausible(message, candidate):
+        if _plausible(message, candidate):
             return message, candidate, BINARY
     if kind:
-        raise ModelReadError(f"{path} does not parse as a binary {KIND_NAMES[kind]}")
+        try:
+            _, found, _ = _parse_binary(data, None, path)
+        except ModelReadError:
+            raise ModelReadError(f"{path} is not a binary {KIND_NAMES[kind]}") from None
+        raise ModelReadError(f"{path} holds a {KIND_NAMES[found]}, not a {KIND_NAMES[kind]}")
     raise ModelReadError(
         f"{path} is not a TensorFlow graph file (GraphDef, MetaGraphDef or SavedModel, "
         "binary or text): it may be truncated or of another format"

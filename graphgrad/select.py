@@ -100,19 +100,24 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False) -> Sel
     nodes = list(nodes)
     selection = Selection()
     hits = {rule: 0 for rule in rules}
+    hits_in_scope = set()
     conflicts = []
     for node in nodes:
-        chosen = None
-        for rule in rules:
-            if not rule.selects(node):
-                continue
+        selecting = [rule for rule in rules if rule.selects(node)]
+        if not selecting:
+            continue
+        for rule in selecting:
             hits[rule] += 1
-            if chosen is None:
-                chosen = rule
-            elif chosen.spec != rule.spec:
-                conflicts.append(f"{node.name} ({node.op_type}): {chosen} and {rule}")
-        if chosen is not None and in_scope(node.name, match, exclude):
-            selection.matches.append((node, chosen))
+        if not in_scope(node.name, match, exclude):
+            continue
+        hits_in_scope.update(selecting)
+        chosen = selecting[0]
+        conflicts += [
+            f"{node.name} ({node.op_type}): {chosen} and {rule}"
+            for rule in selecting[1:]
+            if rule.spec != chosen.spec
+        ]
+        selection.matches.append((node, chosen))
     if conflicts:
         raise SelectionError(
             f"rules disagree on {len(conflicts)} node(s): {'; '.join(conflicts[:5])}"
@@ -120,11 +125,10 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False) -> Sel
             "(--exclude, a tighter --node glob) so each node gets one gradient."
         )
     misses = [_miss_message(rule, nodes) for rule in rules if hits[rule] == 0]
-    in_scope_hits = {rule for _, rule in selection.matches}
     misses += [
         f"{rule} selects no node left by --match/--exclude"
         for rule in rules
-        if hits[rule] and rule not in in_scope_hits
+        if hits[rule] and rule not in hits_in_scope
     ]
     if misses and not allow_missing:
         raise SelectionError("; ".join(misses))

@@ -13,6 +13,7 @@ rebuilds the gradient from that name alone, equal specs share one name, and the
 namespace keeps clear of names users register themselves.
 """
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -159,7 +160,11 @@ class _Parser:
             self.fail("it ends early, expected a number or None")
         if kind == "number":
             self.position += 1
-            return float(text) if re.search(r"[.eE]", text) else int(text)
+            if not re.search(r"[.eE]", text):
+                return int(text)
+            if not math.isfinite(float(text)):
+                self.fail(f"{text} is out of range: numbers must be finite")
+            return float(text)
         if text == "None":
             self.position += 1
             return None

@@ -61,8 +61,8 @@ def classify_override(value: str) -> tuple[str, str]:
     """
     if CUSTOM_GRADIENT.match(value):
         return DANGLING, (
-            "left by tf.custom_gradient; no other process has it, so tf.gradients fails "
-            "here. Fix: graphgrad rewrite --node NODE=identity --force"
+            "a name tf.custom_gradient gave in the process that built the graph; no other "
+            "process has it, so tf.gradients fails with 'No gradient defined for operation'"
         )
     if value.startswith(NAMESPACE):
         try:

@@ -62,6 +62,10 @@ def _render(summary) -> str:
     lines.append(table(override_rows, indent="    "))
     for problem in _unique_problems(summary):
         lines.append(f"  ! {problem.value}: {problem.detail}")
+        lines.append(
+            f"    fix: graphgrad rewrite {summary.path} --node '{problem.node}=identity' --force "
+            "-o OUT  (or another gradient spec)"
+        )
     return "\n".join(lines)
 
 

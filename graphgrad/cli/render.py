@@ -15,7 +15,7 @@ def table(rows, indent: str = "  ") -> str:
     lines = []
     for row in rows:
         cells = [
-            cell.rjust(widths[i]) if cell.isdigit() else cell.ljust(widths[i])
+            cell.rjust(widths[i]) if cell.isdigit() or cell == "-" else cell.ljust(widths[i])
             for i, cell in enumerate(row)
         ]
         lines.append((indent + "  ".join(cells)).rstrip())

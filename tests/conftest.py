@@ -1,0 +1,33 @@
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from graphgrad.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "fixtures")
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+REALGRAPHS = os.path.normpath(os.path.join(ROOT, "..", "shared", "realgraphs"))
+
+
+def fixture(*parts):
+    return os.path.join(FIXTURES, *parts)
+
+
+def run_cli(*args, expect=0):
+    """Run the real graphgrad command in-process; check its exit code."""
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == expect, (
+        f"exit {result.exit_code}, expected {expect}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    )
+    return result
+
+
+@pytest.fixture
+def work(tmp_path):
+    """A scratch copy of the fixtures folder."""
+    target = tmp_path / "fixtures"
+    shutil.copytree(FIXTURES, target)
+    return target

@@ -1,0 +1,160 @@
+import os
+import stat
+
+import pytest
+
+from conftest import fixture
+from graphgrad import ModelReadError, ModelWriteError, read_model, serialize, write_model
+from graphgrad.io import parse_model_bytes
+
+
+@pytest.mark.parametrize(
+    "name, kind, encoding",
+    [
+        ("binary_net.pb", "graphdef", "binary"),
+        ("binary_net.pbtxt", "graphdef", "text"),
+        ("functions.pb", "graphdef", "binary"),
+        ("model.meta", "metagraph", "binary"),
+        ("model_text.meta", "metagraph", "text"),
+        ("custom_gradient.meta", "metagraph", "binary"),
+        ("saved_model", "savedmodel", "binary"),
+        ("saved_model/saved_model.pb", "savedmodel", "binary"),
+    ],
+)
+def test_kind_and_encoding_come_from_content(name, kind, encoding):
+    model = read_model(fixture(name))
+    assert (model.kind, model.encoding) == (kind, encoding)
+
+
+def test_extension_does_not_decide(tmp_path):
+    disguised = tmp_path / "graph.pb"
+    disguised.write_bytes(open(fixture("binary_net.pbtxt"), "rb").read())
+    assert read_model(str(disguised)).encoding == "text"
+    meta_as_pb = tmp_path / "meta.pb"
+    meta_as_pb.write_bytes(open(fixture("model.meta"), "rb").read())
+    assert read_model(str(meta_as_pb)).kind == "metagraph"
+
+
+def test_format_override_forces_the_kind():
+    data = open(fixture("binary_net.pb"), "rb").read()
+    _, kind, _ = parse_model_bytes(data, "graphdef")
+    assert kind == "graphdef"
+    with pytest.raises(ModelReadError, match="SavedModel directory, not a graphdef"):
+        read_model(fixture("saved_model"), "graphdef")
+
+
+@pytest.mark.parametrize("name", ["binary_net.pb", "binary_net.pbtxt", "model.meta", "model_text.meta", "saved_model"])
+def test_round_trip_is_lossless(name, tmp_path):
+    model = read_model(fixture(name))
+    out = tmp_path / ("out" if name == "saved_model" else name)
+    write_model(model, str(out))
+    again = read_model(str(out))
+    assert again.message == model.message
+    assert (again.kind, again.encoding) == (model.kind, model.encoding)
+
+
+def test_binary_bytes_are_deterministic():
+    model = read_model(fixture("model.meta"))
+    assert serialize(model) == serialize(read_model(fixture("model.meta")))
+    assert serialize(model) == serialize(model.copy())
+
+
+def test_saved_model_brings_variables_and_assets(tmp_path):
+    model = read_model(fixture("saved_model"))
+    out = tmp_path / "patched"
+    write_model(model, str(out))
+    assert sorted(os.listdir(out)) == ["assets", "saved_model.pb", "variables"]
+    assert (out / "assets" / "vocab.txt").read_text() == "a\nb\n"
+    assert sorted(os.listdir(out / "variables")) == sorted(os.listdir(fixture("saved_model", "variables")))
+    # Writing again over a SavedModel directory replaces it whole.
+    write_model(model, str(out), encoding="text")
+    assert sorted(os.listdir(out)) == ["assets", "saved_model.pbtxt", "variables"]
+    assert read_model(str(out)).message == model.message
+
+
+def test_saved_model_refuses_to_replace_another_directory(tmp_path):
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "notes.txt").write_text("mine")
+    with pytest.raises(ModelWriteError, match="not a SavedModel directory"):
+        write_model(read_model(fixture("saved_model")), str(occupied))
+    assert os.listdir(occupied) == ["notes.txt"]
+
+
+def test_unchanged_output_is_not_rewritten(tmp_path):
+    model = read_model(fixture("binary_net.pb"))
+    out = tmp_path / "same.pb"
+    assert write_model(model, str(out)) is True
+    os.utime(out, (1, 1))
+    assert write_model(model, str(out)) is False
+    assert os.stat(out).st_mtime == 1
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"\x0a\xff\xff\xff\x0f", "not a TensorFlow graph file"),
+        (os.urandom(64) + b"\x00", "not a TensorFlow graph file"),
+        (b"node { name: 'a' op: ", "not a valid text GraphDef"),
+        (b"meta_info_def { nonsense: 1 }", "not a valid text MetaGraphDef"),
+        (b"hello, world\n", "not a TensorFlow graph file"),
+    ],
+)
+def test_bad_files_give_one_clear_error(tmp_path, content, message):
+    path = tmp_path / "bad.pb"
+    path.write_bytes(content)
+    with pytest.raises(ModelReadError) as error:
+        read_model(str(path))
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+    assert str(path) in str(error.value)
+
+
+def test_truncated_file(tmp_path):
+    data = open(fixture("binary_net.pb"), "rb").read()
+    path = tmp_path / "truncated.pb"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelReadError, match="not a TensorFlow graph file"):
+        read_model(str(path))
+
+
+def test_missing_and_unreadable_paths(tmp_path):
+    with pytest.raises(ModelReadError, match="cannot read .*No such file"):
+        read_model(str(tmp_path / "absent.pb"))
+    with pytest.raises(ModelReadError, match="without saved_model.pb"):
+        read_model(str(tmp_path))
+    if os.geteuid() != 0:  # root reads everything
+        locked = tmp_path / "locked.pb"
+        locked.write_bytes(b"x")
+        locked.chmod(0)
+        with pytest.raises(ModelReadError, match="Permission denied"):
+            read_model(str(locked))
+
+
+def test_graphdef_given_as_saved_model_directory(tmp_path):
+    (tmp_path / "saved_model.pb").write_bytes(open(fixture("binary_net.pb"), "rb").read())
+    with pytest.raises(ModelReadError, match="holds a GraphDef, not a SavedModel"):
+        read_model(str(tmp_path))
+
+
+def test_failed_write_leaves_nothing_and_keeps_the_old_file(tmp_path, monkeypatch):
+    model = read_model(fixture("binary_net.pb"))
+    out = tmp_path / "out.pb"
+    out.write_bytes(b"old content")
+
+    def refuse(*_):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("graphgrad.io.os.replace", refuse)
+    with pytest.raises(ModelWriteError, match="cannot write .*No space left"):
+        write_model(model, str(out))
+    assert os.listdir(tmp_path) == ["out.pb"]
+    assert out.read_bytes() == b"old content"
+
+
+def test_write_into_missing_directory_fails_cleanly(tmp_path):
+    model = read_model(fixture("binary_net.pb"))
+    with pytest.raises(ModelWriteError, match="cannot write .*No such file"):
+        write_model(model, str(tmp_path / "absent" / "out.pb"))
+    assert os.listdir(tmp_path) == []
