@@ -1,0 +1,156 @@
+import json
+import os
+
+import pytest
+
+from conftest import GOLDEN, ROOT, fixture, run_cli
+from graphgrad import iter_nodes, read_model
+
+
+def check_golden(name, text):
+    """Compare with tests/golden/NAME; GRAPHGRAD_UPDATE_GOLDEN=1 rewrites it."""
+    path = os.path.join(GOLDEN, name)
+    if os.environ.get("GRAPHGRAD_UPDATE_GOLDEN"):
+        with open(path, "w") as stream:
+            stream.write(text)
+    with open(path) as stream:
+        assert text == stream.read()
+
+
+@pytest.fixture
+def in_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+@pytest.mark.parametrize(
+    "golden, args",
+    [
+        ("ops_binary_net.txt", ["ops", "fixtures/binary_net.pb"]),
+        ("ops_custom_gradient.txt", ["ops", "fixtures/custom_gradient.meta"]),
+        ("ops_functions.txt", ["ops", "fixtures/functions.pb"]),
+        ("gradients.txt", ["gradients"]),
+    ],
+)
+def test_golden_output(in_root, golden, args):
+    check_golden(golden, run_cli(*args).stdout)
+
+
+def test_rewrite_golden_and_idempotent(in_root, tmp_path):
+    out = tmp_path / "patched.pb"
+    first = run_cli("rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", out)
+    check_golden("rewrite_binary_net.txt", first.stdout.replace(str(out), "OUT"))
+    data = out.read_bytes()
+    check_golden("ops_binary_net_patched.txt", run_cli("ops", out).stdout.replace(str(out), "OUT"))
+    again = run_cli("rewrite", out, "--op", "Sign=ste", "--in-place")
+    assert "changed 0 node(s); 4 already as asked" in again.stdout
+    assert out.read_bytes() == data
+    other = tmp_path / "again.pb"
+    run_cli("rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", other)
+    assert other.read_bytes() == data, "same input and rules must give the same bytes"
+
+
+def test_rewrite_json(in_root, tmp_path):
+    out = tmp_path / "o.meta"
+    result = run_cli("rewrite", "fixtures/model.meta", "--op", "Round=ste(clip=2)", "-o", out, "--json")
+    document = json.loads(result.stdout)
+    [entry] = document["files"]
+    assert entry["status"] == "changed" and entry["written"] is True
+    assert entry["report"]["changes"] == [
+        {"graph": "", "node": "quantized", "op_type": "Round", "old": None, "new": "graphgrad/ste(clip=2.0)"}
+    ]
+
+
+def test_ops_json_flags_dangling_overrides():
+    document = json.loads(run_cli("ops", fixture("custom_gradient.meta"), "--json").stdout)
+    [summary] = document["files"]
+    [override] = summary["overrides"]
+    assert override["status"] == "dangling" and override["value"].startswith("CustomGradient-")
+    assert summary["problems"] == [override]
+    counts = {c["op_type"]: c["top"] for c in summary["op_types"]}
+    assert counts["IdentityN"] == 1
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    model = tmp_path / "m.pb"
+    model.write_bytes(open(fixture("binary_net.pb"), "rb").read())
+    result = run_cli("rewrite", model, "--op", "Sign=ste", "--dry-run")
+    assert "would change 4 node(s)" in result.stdout
+    assert os.listdir(tmp_path) == ["m.pb"]
+
+
+def test_in_place_saved_model_and_text_output(tmp_path, work):
+    run_cli("rewrite", work / "saved_model", "--op", "Sign=ste", "--in-place")
+    assert [r.override for r in iter_nodes(read_model(str(work / "saved_model"))) if r.override] == [
+        "graphgrad/ste(clip=1.0)"
+    ]
+    out = tmp_path / "as_text.pbtxt"
+    run_cli("rewrite", work / "binary_net.pb", "--op", "Sign=zero", "-o", out, "--output-encoding", "text")
+    assert read_model(str(out)).encoding == "text"
+
+
+def test_repair_custom_gradient_in_one_command(tmp_path):
+    out = tmp_path / "repaired.meta"
+    run_cli("rewrite", fixture("custom_gradient.meta"), "--node", "IdentityN=identity", "--force", "-o", out)
+    document = json.loads(run_cli("ops", out, "--json").stdout)
+    assert [o["value"] for o in document["files"][0]["overrides"]] == ["graphgrad/identity"]
+
+
+@pytest.mark.parametrize(
+    "args, expect, message",
+    [
+        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste"], 2, "exactly one of -o OUT, --in-place, --dry-run"),
+        (["rewrite", "fixtures/binary_net.pb", "--dry-run"], 2, "give at least one rule"),
+        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=stee", "--dry-run"], 1, "Did you mean ste?"),
+        (["rewrite", "fixtures/binary_net.pb", "--op", "sign=ste", "--dry-run"], 1, "did you mean Sign?"),
+        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", "fixtures/binary_net.pb"], 1, "use --in-place"),
+        (["rewrite", "fixtures/custom_gradient.meta", "--op", "IdentityN=ste", "--dry-run"], 1, "add --force"),
+        (["ops", "fixtures/absent.pb"], 1, "cannot read fixtures/absent.pb"),
+        (["ops", "fixtures"], 1, "without saved_model.pb"),
+        (["ops", "fixtures/make_fixtures.py"], 1, "not a TensorFlow graph file"),
+    ],
+)
+def test_errors_are_one_line_without_traceback(in_root, args, expect, message):
+    result = run_cli(*args, expect=expect)
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    if expect == 1:
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback(in_root):
+    result = run_cli("ops", "fixtures/absent.pb", "--debug", expect=1)
+    assert "cannot read" in result.stderr
+    result = run_cli("rewrite", "fixtures/binary_net.pb", "--op", "Sign=nope", "--dry-run", "--debug", expect=1)
+    assert "Traceback" in result.stderr
+
+
+def test_one_bad_file_does_not_stop_the_others(tmp_path):
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(b"garbage")
+    good = tmp_path / "good.pb"
+    good.write_bytes(open(fixture("binary_net.pb"), "rb").read())
+    result = run_cli("rewrite", bad, good, "--op", "Sign=ste", "--in-place", expect=1)
+    assert "bad.pb is not a TensorFlow graph file" in result.stderr
+    assert "changed 4 node(s)" in result.stdout
+    assert bad.read_bytes() == b"garbage"
+
+
+def test_user_gradients_module(tmp_path):
+    module = tmp_path / "my_grads.py"
+    module.write_text(
+        "import graphgrad\n\n"
+        "@graphgrad.gradient('halve_cli')\n"
+        "def halve(op, grad):\n"
+        "    '''dy / 2 to input 0'''\n"
+        "    return [grad * 0.5] + [None] * (len(op.inputs) - 1)\n"
+    )
+    listing = run_cli("gradients", "--gradients", module)
+    assert "halve_cli" in listing.stdout and "dy / 2 to input 0" in listing.stdout
+    out = tmp_path / "o.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=halve_cli|scale(2)", "--gradients", module, "-o", out)
+    values = {r.override for r in iter_nodes(read_model(str(out))) if r.override}
+    assert values == {"graphgrad/halve_cli|scale(factor=2.0)"}
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    result = run_cli("gradients", "--gradients", broken, expect=1)
+    assert "cannot load gradients from" in result.stderr and "RuntimeError: boom" in result.stderr
