@@ -1,0 +1,160 @@
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import fixture
+from tf_helpers import assert_close, gradients, load, rewrite_and_load, run_cli, tf, v1
+
+import graphgrad
+from graphgrad import SelectionError, UnresolvedGradientsError
+from graphgrad.runtime import is_registered
+
+
+def test_registration_is_idempotent(tmp_path):
+    out = tmp_path / "o.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste(clip=1.75)", "-o", out)
+    first = graphgrad.register_gradients(str(out))
+    second = graphgrad.register_gradients(str(out))
+    assert first.names == second.names == ("graphgrad/ste(clip=1.75)",)
+    assert second.registered == ()
+    assert is_registered("graphgrad/ste(clip=1.75)")
+
+
+def test_registration_is_safe_from_several_threads():
+    graph_def = graphgrad.read_model(fixture("binary_net.pb")).message
+    graphgrad.rewrite_model(
+        graphgrad.Model(graph_def, "graphdef", "binary"),
+        graphgrad.RewriteOptions(rules=(graphgrad.parse_rule("op", "Sign=scale(7.25)"),)),
+        inplace=True,
+    )
+    results, errors = [], []
+
+    def register():
+        try:
+            results.append(graphgrad.register_gradients(graph_def))
+        except Exception as error:  # noqa: BLE001 - any failure fails the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=register) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sum(len(r.registered) for r in results) == 1
+
+
+def test_beside_the_users_own_quantize_grad(tmp_path):
+    if not is_registered("QuantizeGrad"):
+        @tf.RegisterGradient("QuantizeGrad")
+        def _users_own(op, grad):
+            return grad * 100.0
+
+    graph = rewrite_and_load(tmp_path, fixture("acceptance", "sign_sum.pb"), "--op", "Sign=QuantizeGrad")
+    graphgrad.register_gradients(graph)
+    assert_close(gradients(graph, "y:0", "x:0", {"x:0": [0.5, -2.0, 0.0]})[0], [2.0, 0.0, 2.0])
+
+
+def test_dangling_custom_gradient_is_explained_then_repaired(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.train.import_meta_graph(fixture("custom_gradient.meta"))
+    with pytest.raises(UnresolvedGradientsError) as error:
+        graphgrad.register_gradients(graph)
+    message = str(error.value)
+    assert "'CustomGradient-" in message and "on IdentityN" in message
+    assert "graphgrad rewrite MODEL --node 'IdentityN=identity' --force" in message
+
+    repaired = tmp_path / "repaired.meta"
+    run_cli("rewrite", fixture("custom_gradient.meta"), "--node", "IdentityN=identity", "--force", "-o", repaired)
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.train.import_meta_graph(str(repaired))
+    graphgrad.register_gradients(graph)
+    assert_close(gradients(graph, "loss:0", "x:0", {"x:0": [1.0, 2.0]})[0], [3.0, 3.0])
+
+
+def test_misspelt_tf_name_and_missing_user_module(tmp_path):
+    out = tmp_path / "o.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--node", "dense1/Sign=tf:Identiy",
+            "--node", "dense2/logits=tf:Identity", "-o", out)
+    model = graphgrad.read_model(str(out))
+    for ref in graphgrad.iter_nodes(model):
+        if ref.name == "binarize_input/Sign":
+            ref.set_override("graphgrad/never_imported_gradient")
+    with pytest.raises(UnresolvedGradientsError) as error:
+        graphgrad.register_gradients(model)
+    message = str(error.value)
+    assert message.startswith("2 gradient override name(s) cannot be resolved")
+    assert "'Identiy' on dense1/Sign: no gradient is registered under this name" in message
+    assert "'graphgrad/never_imported_gradient' on binarize_input/Sign" in message
+    assert "import the module that declares this gradient" in message
+    assert "'Identity'" not in message, "tf:Identity resolves: TensorFlow has that gradient"
+
+
+def test_user_gradient_in_a_loading_process(tmp_path):
+    @graphgrad.gradient("halve_runtime")
+    def halve(op, grad):
+        """dy / 2"""
+        return grad * 0.5
+
+    graph = rewrite_and_load(tmp_path, fixture("acceptance", "identity.pb"), "--op", "Identity=halve_runtime|scale(3)")
+    assert_close(gradients(graph, "out:0", "x:0", {"x:0": [3.0]})[0], [1.5])
+
+
+def test_function_bodies_get_their_gradients(tmp_path):
+    graph = rewrite_and_load(tmp_path, fixture("functions.pb"), "--op", "Sign=ste")
+    x = [0.5, -2.0, 0.0]
+    assert_close(gradients(graph, "Identity:0", "x:0", {"x:0": x, "flag:0": True})[0], [2.0, 0.0, 2.0])
+    assert_close(gradients(graph, "Identity:0", "x:0", {"x:0": x, "flag:0": False})[0], [1.0, 0.0, 1.0])
+
+
+def test_tf1_saved_model_loader(tmp_path):
+    out = tmp_path / "sm"
+    run_cli("rewrite", fixture("saved_model"), "--op", "Sign=ste", "-o", out)
+    graph = tf.Graph()
+    with v1.Session(graph=graph) as session:
+        v1.saved_model.loader.load(session, ["serve"], str(out))
+        registration = graphgrad.register_gradients(graph)
+        assert "graphgrad/ste(clip=1.0)" in registration.names
+        grad = v1.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
+        assert_close(session.run(grad, {"x:0": [0.5, -2.0, 0.0]}), [3.0, 0.0, 3.0])
+
+
+def test_override_a_live_graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [3])
+        y = tf.reduce_sum(2.0 * tf.sign(x))
+        stacked = tf.stack([x, x])
+    report = graphgrad.override(graph, {"Sign": "ste"})
+    assert [c.op_type for c in report.changes] == ["Sign"]
+    assert_close(gradients(graph, y, x, {x: [0.5, -2.0, 0.0]})[0], [2.0, 0.0, 2.0])
+    with pytest.raises(SelectionError, match="the graph has op type Pack"):
+        graphgrad.override(graph, {"stack": "select"})
+    graphgrad.override(graph, {"Pack": "select(1)"})
+    grad_ys = np.array([[3.0, 4.0, 5.0], [6.0, 8.0, 9.0]], np.float32)
+    assert_close(gradients(graph, stacked, x, {x: [1.0, 2.0, 3.0]}, grad_ys)[0], [6.0, 8.0, 9.0])
+    with pytest.raises(SelectionError, match="add --force"):
+        graphgrad.override(graph, {"Sign": "identity"})
+
+
+def test_import_graph_def_accepts_paths_and_messages():
+    graph_def = graphgrad.read_model(fixture("binary_net.pb")).message
+    for source in (fixture("binary_net.pb"), graph_def, tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())):
+        graph = tf.Graph()
+        with graph.as_default():
+            graphgrad.import_graph_def(source, name="")
+        assert graph.get_operation_by_name("dense1/Sign").type == "Sign"
+
+
+def test_transform_on_an_op_without_gradient_gives_none(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [2])
+        y = tf.round(x)
+    graphgrad.override(graph, {"Round": "scale(2)"})
+    assert gradients(graph, y, x, {x: [0.4, 1.6]}) == [None]
+    graphgrad.override(graph, {"Round": "identity|scale(2)"}, force=True)
+    assert_close(gradients(graph, y, x, {x: [0.4, 1.6]})[0], [2.0, 2.0])
