@@ -1,0 +1,115 @@
+"""Real graph files written by other projects (../shared/realgraphs, see its SOURCES.md)."""
+
+import glob
+import os
+
+import pytest
+
+from conftest import REALGRAPHS, run_cli
+from graphgrad import (
+    ModelReadError,
+    RewriteOptions,
+    iter_nodes,
+    parse_rule,
+    read_model,
+    rewrite_model,
+    serialize,
+    summarize,
+    write_model,
+)
+
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir(REALGRAPHS), reason=f"real graph files not present at {REALGRAPHS}"
+)
+
+# Broken on purpose (SOURCES.md): malformed text, and a template with $0 placeholders.
+BROKEN = {
+    "tensorflow-testdata/tensorflow/compiler/mlir/tensorflow/tests/graphdef2mlir/graph-malformed.pbtxt":
+        "not a TensorFlow graph file",
+    "tensorflow-testdata/tensorflow/core/data/service/testdata/repeated_dataset.pbtxt":
+        "not a valid text GraphDef: 52:20",
+}
+NOT_GRAPHS = {"fingerprint.pb"}
+
+
+def graph_files():
+    if not os.path.isdir(REALGRAPHS):
+        return []
+    found = []
+    for path in sorted(glob.glob(os.path.join(REALGRAPHS, "**", "*"), recursive=True)):
+        relative = os.path.relpath(path, REALGRAPHS)
+        if path.endswith((".pb", ".pbtxt", ".meta")) and os.path.basename(path) not in NOT_GRAPHS:
+            if relative not in BROKEN:
+                found.append(relative)
+    return found
+
+
+@pytest.mark.parametrize("relative", graph_files())
+def test_round_trip_ops_and_rewrite(relative, tmp_path):
+    path = os.path.join(REALGRAPHS, relative)
+    model = read_model(path)
+
+    # Lossless: written back unchanged, in the same kind and encoding.
+    out = tmp_path / ("out" if model.kind == "savedmodel" else os.path.basename(path))
+    write_model(model, str(out))
+    again = read_model(str(out))
+    assert again.message == model.message
+    assert (again.kind, again.encoding) == (model.kind, model.encoding)
+
+    summary = summarize(model)
+    assert summary.nodes_top + summary.nodes_functions == sum(1 for _ in iter_nodes(model))
+    run_cli("ops", path, "--json")
+
+    # Rewrite the most common op type: exactly those nodes change, nothing else.
+    op_type = summary.op_types[0].op_type
+    rules = RewriteOptions(rules=(parse_rule("op", f"{op_type}=identity|scale(0.5)"),), force=True)
+    result, report = rewrite_model(model, rules)
+    selected = [ref for ref in iter_nodes(model) if ref.op_type == op_type]
+    assert len(report.changes) + len(report.unchanged) == len(selected)
+    before = {(r.graph, r.name): r.override for r in iter_nodes(model)}
+    after = {(r.graph, r.name): r.override for r in iter_nodes(result)}
+    for key, value in after.items():
+        if value != before[key]:
+            assert value == "graphgrad/identity|scale(factor=0.5)"
+    for ref in iter_nodes(result):
+        ref.set_override(before[(ref.graph, ref.name)])
+    assert result.message == model.message
+    assert serialize(rewrite_model(result, rules)[0]) == serialize(rewrite_model(result, rules)[0])
+
+
+@pytest.mark.parametrize("relative, message", sorted(BROKEN.items()))
+def test_broken_files_give_clean_errors(relative, message):
+    path = os.path.join(REALGRAPHS, relative)
+    with pytest.raises(ModelReadError) as error:
+        read_model(path)
+    assert message in str(error.value)
+    result = run_cli("ops", path, expect=1)
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_known_oddities_are_recognised():
+    faster_rcnn = read_model(os.path.join(REALGRAPHS, "tf-faster-rcnn-vgg16", "graph.pb"))
+    assert (faster_rcnn.kind, faster_rcnn.encoding) == ("graphdef", "text")
+    meta = read_model(os.path.join(
+        REALGRAPHS, "tensorflow-testdata/tensorflow/python/framework/testdata/metrics_export_meta_graph.pb"))
+    assert (meta.kind, meta.encoding) == ("metagraph", "text")
+    ssd = summarize(read_model(os.path.join(REALGRAPHS, "robotTracking-ssd/tensorflow/config.pbtxt")))
+    assert {"PriorBox", "DetectionOutput"} <= {c.op_type for c in ssd.op_types}
+
+
+def test_saved_model_directory_rewrite_loads_in_tensorflow(tmp_path):
+    tf = pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    source = os.path.join(
+        REALGRAPHS, "tf-serving-testdata/tensorflow_serving/servables/tensorflow/testdata/"
+        "saved_model_half_plus_two_cpu/00000123")
+    out = tmp_path / "patched"
+    run_cli("rewrite", source, "--op", "Mul=reverse", "-o", out)
+    assert sorted(os.listdir(out)) == ["assets", "saved_model.pb", "variables"]
+    import graphgrad
+
+    graph = tf.Graph()
+    with tf.compat.v1.Session(graph=graph) as session:
+        tf.compat.v1.saved_model.loader.load(session, ["serve"], str(out))
+        graphgrad.register_gradients(graph)
+        muls = [op for op in graph.get_operations() if op.type == "Mul"]
+        assert muls and all(op.get_attr("_gradient_op_type") == b"graphgrad/reverse(strength=1.0)" for op in muls)
