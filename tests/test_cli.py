@@ -154,3 +154,22 @@ def test_user_gradients_module(tmp_path):
     broken.write_text("raise RuntimeError('boom')\n")
     result = run_cli("gradients", "--gradients", broken, expect=1)
     assert "cannot load gradients from" in result.stderr and "RuntimeError: boom" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(b"", "is empty"), (b"\x0a\x05trunc", "not a TensorFlow graph file"), (bytes(range(256)), "not a TensorFlow graph file")],
+)
+def test_bad_input_writes_nothing(tmp_path, content, message):
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(content)
+    result = run_cli("rewrite", bad, "--op", "Sign=ste", "-o", tmp_path / "out.pb", expect=1)
+    assert message in result.stderr and len(result.stderr.splitlines()) == 1
+    assert sorted(os.listdir(tmp_path)) == ["bad.pb"]
+
+
+def test_graph_def_where_a_saved_model_directory_is_expected(tmp_path):
+    (tmp_path / "saved_model.pb").write_bytes(open(fixture("binary_net.pb"), "rb").read())
+    result = run_cli("rewrite", tmp_path, "--op", "Sign=ste", "-o", tmp_path / "out", expect=1)
+    assert "holds a GraphDef, not a SavedModel" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -158,3 +158,10 @@ def test_transform_on_an_op_without_gradient_gives_none(tmp_path):
     assert gradients(graph, y, x, {x: [0.4, 1.6]}) == [None]
     graphgrad.override(graph, {"Round": "identity|scale(2)"}, force=True)
     assert_close(gradients(graph, y, x, {x: [0.4, 1.6]})[0], [2.0, 2.0])
+
+
+def test_register_accepts_tensorflow_meta_graph_messages(tmp_path):
+    out = tmp_path / "o.meta"
+    run_cli("rewrite", fixture("model.meta"), "--op", "Round=triangle", "-o", out)
+    meta = v1.MetaGraphDef.FromString(out.read_bytes())
+    assert graphgrad.register_gradients(meta).names == ("graphgrad/triangle",)
