@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .errors import SelectionError
 from .model import Model, iter_nodes
-from .select import select_nodes
+from .select import DANGLING, select_nodes
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class RewriteOptions:
     functions: bool = True
     force: bool = False
     allow_missing: bool = False
+    embed: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ def apply_rules(nodes, options: RewriteOptions) -> RewriteReport:
     """Set the override of every node the rules select, in place, and report.
 
     A node that carries a different override already is refused unless
-    ``options.force``; nothing is changed then.
+    ``options.force`` (or the rule repairs dangling overrides); nothing is
+    changed then.
     """
     selection = select_nodes(nodes, options.rules, options.match, options.exclude, options.allow_missing)
     report = RewriteReport(notes=list(selection.notes))
@@ -66,7 +68,7 @@ def apply_rules(nodes, options: RewriteOptions) -> RewriteReport:
         change = NodeChange(getattr(node, "graph", ""), node.name, node.op_type, old, new)
         if old == new:
             report.unchanged.append(change)
-        elif old is not None and not options.force:
+        elif old is not None and not options.force and rule.selector != DANGLING:
             refused.append(f"{node.name} ({node.op_type}) has {old!r}, the rule wants {new!r}")
         else:
             report.changes.append((node, change))

@@ -14,7 +14,7 @@ from .io import read_model
 from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, graphs_of, iter_graph_nodes
 from .rewrite import RewriteOptions, apply_rules
 from .select import NODE, OP, Rule
-from .spec import ATTR, CUSTOM_GRADIENT, GradientSpec, parse_spec, spec_from_attr_value
+from .spec import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, GradientSpec, parse_spec, spec_from_attr_value
 
 _LOCK = threading.Lock()
 _MESSAGE_KINDS = {"GraphDef": GRAPHDEF, "MetaGraphDef": METAGRAPH, "SavedModel": SAVEDMODEL}
@@ -157,6 +157,8 @@ def register_gradients(graph) -> Registration:
             except SpecError as error:
                 unresolved.append((value, str(error)))
                 continue
+            if FUNCTION_CALL_NAME.match(value):
+                continue  # tf.gradients differentiates call ops through their function
             if is_registered(value):
                 already.append(value)
             elif spec is None:

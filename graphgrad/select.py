@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from .errors import SelectionError
-from .spec import GradientSpec, parse_spec
+from .spec import CUSTOM_GRADIENT, GradientSpec, parse_spec
 
 OP = "op"
 NODE = "node"
+DANGLING = "repair-dangling"
 
 # Python API names -> the op types they create: the usual reason an --op key
 # matches nothing.
@@ -57,12 +58,21 @@ class Rule:
     spec: GradientSpec
 
     def __str__(self) -> str:
+        if self.selector == DANGLING:
+            return f"--{DANGLING} {self.spec.canonical}"
         return f"--{self.selector} {self.pattern}={self.spec.canonical}"
 
     def selects(self, node) -> bool:
         if self.selector == OP:
             return node.op_type == self.pattern
+        if self.selector == DANGLING:
+            return bool(CUSTOM_GRADIENT.match(node.override or ""))
         return fnmatchcase(node.name, self.pattern)
+
+
+def repair_rule(spec: str) -> Rule:
+    """Give every node whose override is a dangling ``CustomGradient-<n>`` the gradient ``spec``."""
+    return Rule(DANGLING, "CustomGradient-<n>", parse_spec(spec))
 
 
 def parse_rule(selector: str, text: str) -> Rule:
@@ -124,7 +134,9 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False) -> Sel
             f"{' ...' if len(conflicts) > 5 else ''}. To fix this, narrow one rule "
             "(--exclude, a tighter --node glob) so each node gets one gradient."
         )
-    misses = [_miss_message(rule, nodes) for rule in rules if hits[rule] == 0]
+    repairs = [rule for rule in rules if rule.selector == DANGLING and hits[rule] == 0]
+    selection.notes += ["no node carries a dangling CustomGradient-<n> override" for _ in repairs]
+    misses = [_miss_message(rule, nodes) for rule in rules if hits[rule] == 0 and rule not in repairs]
     misses += [
         f"{rule} selects no node left by --match/--exclude"
         for rule in rules

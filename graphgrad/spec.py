@@ -25,6 +25,7 @@ NAMESPACE = "graphgrad/"
 TF_PREFIX = "tf:"
 MAX_SPEC_LENGTH = 4096
 CUSTOM_GRADIENT = re.compile(r"CustomGradient-\d+\Z")
+FUNCTION_CALL_NAME = re.compile(r"(Stateful)?PartitionedCall-\d+\Z")
 
 _TOKEN = re.compile(
     r"""\s*(?:

@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 
 from .errors import SpecError
 from .model import Model, iter_nodes
-from .spec import CUSTOM_GRADIENT, NAMESPACE, spec_from_attr_value
+from .spec import CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, spec_from_attr_value
 
 GRAPHGRAD = "graphgrad"
 UNRESOLVED = "unresolved"
 DANGLING = "dangling"
 EXTERNAL = "external"
+FUNCTION_CALL = "tf.function"
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,19 @@ def classify_override(value: str) -> tuple[str, str]:
     ``graphgrad``: a graphgrad gradient this process can build; ``unresolved``:
     a graphgrad name it cannot (e.g. a user gradient not imported);
     ``dangling``: a ``CustomGradient-<n>`` left by ``tf.custom_gradient``, which
-    no loading process has; ``external``: any other name, which the loading
+    no loading process has; ``tf.function``: a ``PartitionedCall-<n>`` on a call
+    op, which needs nothing; ``external``: any other name, which the loading
     process must register itself (or TensorFlow has under that op type).
     """
     if CUSTOM_GRADIENT.match(value):
         return DANGLING, (
             "a name tf.custom_gradient gave in the process that built the graph; no other "
             "process has it, so tf.gradients fails with 'No gradient defined for operation'"
+        )
+    if FUNCTION_CALL_NAME.match(value):
+        return FUNCTION_CALL, (
+            "set by tf.function on a call op; tf.gradients differentiates call ops through the "
+            "function itself and tf.saved_model.load re-registers it, so it needs nothing"
         )
     if value.startswith(NAMESPACE):
         try:

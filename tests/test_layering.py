@@ -23,9 +23,13 @@ ALLOWED = {
     "select": {"errors", "spec"},
     "rewrite": {"errors", "model", "select"},
     "summary": {"errors", "model", "spec"},
-    "api": {"errors", "io", "rewrite", "summary"},
+    "edit": {"errors", "model", "protos"},
+    "embed": {"edit", "errors", "protos", "spec"},
+    "surgery": {"edit", "embed", "errors", "model", "rewrite", "select", "spec"},
+    "diff": {"model", "spec"},
+    "api": {"diff", "errors", "io", "rewrite", "summary", "surgery"},
     "runtime": {"errors", "gradients", "io", "model", "rewrite", "select", "spec"},
-    "cli": {"api", "cli", "errors", "gradients", "io", "model", "rewrite", "select", "summary"},
+    "cli": {"api", "cli", "edit", "errors", "gradients", "io", "model", "rewrite", "select", "spec", "summary", "surgery"},
 }
 
 

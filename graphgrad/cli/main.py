@@ -5,9 +5,12 @@ import traceback
 import click
 
 from ..errors import GraphgradError
+from .diff import diff_command
 from .gradients import gradients_command
+from .insert import insert_command
 from .ops import ops_command
 from .render import error
+from .reset import reset_command
 from .rewrite import rewrite_command
 
 EXIT_CODES = """\b
@@ -16,6 +19,7 @@ Exit codes:
   1  an error: a file that cannot be read or written, a bad gradient spec,
      a rule that selects nothing, an override that would be replaced without --force
   2  wrong usage (unknown option, missing argument)
+  graphgrad diff: 0 equal, 1 different, 2 a file cannot be read
 """
 
 
@@ -43,6 +47,5 @@ def main():
     """
 
 
-main.add_command(ops_command)
-main.add_command(rewrite_command)
-main.add_command(gradients_command)
+for command in (ops_command, rewrite_command, insert_command, reset_command, diff_command, gradients_command):
+    main.add_command(command)

@@ -2,6 +2,7 @@
 
 import click
 
+from ..api import OutputOptions
 from ..model import ENCODINGS, KINDS
 
 models_argument = click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=True))
@@ -29,9 +30,32 @@ match_option = click.option(
 exclude_option = click.option(
     "--exclude", multiple=True, metavar="GLOB", help="Never nodes whose name matches GLOB.",
 )
+encoding_option = click.option(
+    "--output-encoding", "encoding", type=click.Choice(ENCODINGS),
+    help="Write binary or text protobuf instead of the input's encoding.",
+)
 output_option = click.option("-o", "--output", "out", metavar="OUT", help="Write the result to OUT.")
 in_place_option = click.option("--in-place", is_flag=True, help="Overwrite each MODEL (atomically).")
 dry_run_option = click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+embed_option = click.option(
+    "--embed", is_flag=True,
+    help="Write the surrogate into the graph (StopGradient arithmetic) instead of an override: "
+    "loads anywhere without graphgrad.",
+)
+repair_option = click.option(
+    "--repair-dangling", "repair", metavar="GRADIENT",
+    help="Give every node with a dangling CustomGradient-<n> override GRADIENT (e.g. identity).",
+)
+at_option = click.option("--at", "tensor", required=True, metavar="TENSOR",
+                         help="NODE:INDEX, or FUNCTION/NODE:OUTPUT_ARG:INDEX in a function body.")
+grad_option = click.option("--grad", "spec", required=True, metavar="GRADIENT", help="The gradient spec to put there.")
+consumer_option = click.option(
+    "--consumer", "consumers", multiple=True, metavar="NODE",
+    help="Reroute only this consumer of TENSOR (repeatable); default: all of them.",
+)
+dtype_option = click.option("--dtype", metavar="DTYPE", help="TENSOR's dtype, when its producer does not say.")
+reset_op_option = click.option("--op", "op_types", multiple=True, metavar="TYPE", help="Only nodes of op type TYPE.")
+reset_node_option = click.option("--node", "globs", multiple=True, metavar="GLOB", help="Only nodes whose name matches GLOB.")
 force_option = click.option(
     "--force", is_flag=True, help="Replace overrides that nodes already carry.",
 )
@@ -39,14 +63,23 @@ allow_missing_option = click.option(
     "--allow-missing", is_flag=True,
     help="A rule that selects nothing is a note, not an error (for batches).",
 )
-encoding_option = click.option(
-    "--output-encoding", "encoding", type=click.Choice(ENCODINGS),
-    help="Write binary or text protobuf instead of the input's encoding.",
-)
 gradients_module_option = click.option(
     "--gradients", "gradient_modules", multiple=True, type=click.Path(dir_okay=False), metavar="FILE.py",
     help="Import FILE.py, whose @graphgrad.gradient functions become usable names (runs its code).",
 )
+
+
+def output_options(command):
+    """-o / --in-place / --dry-run / --output-encoding, for commands that write models."""
+    for option in reversed((output_option, in_place_option, dry_run_option, encoding_option)):
+        command = option(command)
+    return command
+
+
+def make_output(out, in_place, dry_run, encoding) -> OutputOptions:
+    if sum(bool(x) for x in (out, in_place, dry_run)) != 1:
+        raise click.UsageError("say where to write: exactly one of -o OUT, --in-place, --dry-run")
+    return OutputOptions(out=out, in_place=in_place, dry_run=dry_run, encoding=encoding)
 
 
 def _set_debug(ctx, _param, value):

@@ -42,3 +42,19 @@ def echo_json(document) -> None:
 
 def error(message: str) -> None:
     click.echo(f"graphgrad: error: {message}", err=True)
+
+
+def render_change_results(results, render_report) -> None:
+    """Per file: ``input -> output``, the report's lines, or the error.
+
+    ``render_report(report, dry_run)`` returns the lines for one report.
+    """
+    for result in results:
+        if result.error:
+            error(result.error)
+            continue
+        click.echo(f"{result.input} -> {result.output or '(dry run)'}")
+        for line in render_report(result.report, result.output is None):
+            click.echo(line)
+        if result.output and result.report.changed and not result.written:
+            click.echo("  output already up to date, not rewritten")

@@ -2,33 +2,32 @@
 
 import click
 
-from ..api import OutputOptions, rewrite_files
+from ..api import rewrite_files
 from ..io import load_gradient_module
 from ..rewrite import RewriteOptions
-from ..select import NODE, OP, parse_rule
+from ..select import NODE, OP, parse_rule, repair_rule
 from . import options
-from .render import echo_json, error, table
+from .render import echo_json, render_change_results, table
 
 
 @click.command("rewrite")
 @options.models_argument
 @options.op_rule_option
 @options.node_rule_option
+@options.repair_option
 @options.match_option
 @options.exclude_option
-@options.output_option
-@options.in_place_option
-@options.dry_run_option
+@options.output_options
+@options.embed_option
 @options.force_option
 @options.allow_missing_option
 @options.functions_option
 @options.format_option
-@options.encoding_option
 @options.gradients_module_option
 @options.json_option
 @options.debug_option
-def rewrite_command(models, op_rules, node_rules, match, exclude, out, in_place, dry_run, force,
-                    allow_missing, functions, kind, encoding, gradient_modules, as_json):
+def rewrite_command(models, op_rules, node_rules, repair, match, exclude, out, in_place, dry_run, encoding,
+                    embed, force, allow_missing, functions, kind, gradient_modules, as_json):
     """Set the gradient of selected nodes (their _gradient_op_type attribute).
 
     \b
@@ -36,42 +35,34 @@ def rewrite_command(models, op_rules, node_rules, match, exclude, out, in_place,
       graphgrad rewrite model.pb --op Sign=ste -o patched.pb
       graphgrad rewrite model.pb --op PyFunc='identity|clip_norm(1.0)' --in-place
       graphgrad rewrite model.meta --node 'encoder/*/Round=QuantizeGrad' --exclude '*/head/*' -o out.meta
-      graphgrad rewrite model.pb --node IdentityN=identity --force -o repaired.pb
+      graphgrad rewrite model.meta --repair-dangling identity -o repaired.meta
+      graphgrad rewrite model.pb --op Sign=ste --embed -o self_contained.pb
 
     GRADIENT is a spec from `graphgrad gradients` (pipelines like ste|scale(0.5)),
     or tf:NAME for a name TensorFlow's own registry answers.
     """
-    if sum(bool(x) for x in (out, in_place, dry_run)) != 1:
-        raise click.UsageError("say where to write: exactly one of -o OUT, --in-place, --dry-run")
-    if not op_rules and not node_rules:
-        raise click.UsageError("give at least one rule: --op TYPE=GRADIENT or --node GLOB=GRADIENT")
+    output = options.make_output(out, in_place, dry_run, encoding)
+    if not op_rules and not node_rules and not repair:
+        raise click.UsageError("give at least one rule: --op TYPE=GRADIENT, --node GLOB=GRADIENT or --repair-dangling")
     for module in gradient_modules:
         load_gradient_module(module)
-    rules = tuple(parse_rule(OP, text) for text in op_rules) + tuple(
-        parse_rule(NODE, text) for text in node_rules
-    )
+    rules = tuple(parse_rule(OP, text) for text in op_rules) + tuple(parse_rule(NODE, text) for text in node_rules)
+    if repair:
+        rules += (repair_rule(repair),)
     rewrite_options = RewriteOptions(
         rules=rules, match=match, exclude=exclude, functions=functions,
-        force=force, allow_missing=allow_missing,
+        force=force, allow_missing=allow_missing, embed=embed,
     )
-    output = OutputOptions(out=out, in_place=in_place, dry_run=dry_run, encoding=encoding)
     results = rewrite_files(list(models), rewrite_options, output, kind)
     if as_json:
         echo_json({"files": results})
     else:
-        for result in results:
-            _render(result)
+        render_change_results(results, _render_report)
     if any(result.error for result in results):
         raise SystemExit(1)
 
 
-def _render(result) -> None:
-    if result.error:
-        error(result.error)
-        return
-    report = result.report
-    target = result.output or "(dry run)"
-    click.echo(f"{result.input} -> {target}")
+def _render_report(report, dry_run) -> list[str]:
     groups = {}
     for change in report.changes:
         groups.setdefault((change.op_type, change.new), []).append(change)
@@ -80,14 +71,8 @@ def _render(result) -> None:
         examples = ", ".join(c.node for c in changes[:2]) + (", ..." if len(changes) > 2 else "")
         replaced = sum(1 for c in changes if c.old is not None)
         rows.append([op_type, len(changes), new, examples + (f"  ({replaced} replaced)" if replaced else "")])
-    if rows:
-        click.echo(table(rows))
-    verb = "would change" if result.output is None else "changed"
-    summary = f"  {verb} {len(report.changes)} node(s)"
+    lines = [table(rows)] if rows else []
+    summary = f"  {'would change' if dry_run else 'changed'} {len(report.changes)} node(s)"
     if report.unchanged:
         summary += f"; {len(report.unchanged)} already as asked"
-    if result.output and not result.written:
-        summary += "; output already up to date, not rewritten"
-    click.echo(summary)
-    for note in report.notes:
-        click.echo(f"  note: {note}")
+    return lines + [summary] + [f"  note: {note}" for note in report.notes]

@@ -1,0 +1,44 @@
+"""graphgrad diff: what differs between two graph files."""
+
+import sys
+
+import click
+
+from ..api import diff_files
+from ..errors import GraphgradError
+from . import options
+from .render import echo_json, error
+
+
+@click.command("diff")
+@click.argument("a", type=click.Path())
+@click.argument("b", type=click.Path())
+@options.format_option
+@options.json_option
+@options.debug_option
+def diff_command(a, b, kind, as_json):
+    """Nodes added, removed, rewired and changed attributes between A and B,
+    top level and function bodies.
+
+    Exit 0 when equal, 1 when they differ, 2 when a file cannot be read (like diff).
+    """
+    try:
+        difference = diff_files(a, b, kind)
+    except GraphgradError as failure:
+        error(str(failure))
+        sys.exit(2)
+    if as_json:
+        echo_json({"a": a, "b": b, "equal": difference.equal, "difference": difference})
+    else:
+        click.echo(f"--- {a}\n+++ {b}")
+        marks = {"added": "+", "removed": "-", "changed": "~"}
+        for node in difference.nodes:
+            where = f"{node.graph}: " if node.graph else ""
+            click.echo(f"{marks[node.kind]} {where}{node.node} ({node.op_type})")
+            for detail in node.details:
+                click.echo(f"    {detail}")
+        for other in difference.other:
+            click.echo(f"! {other}")
+        if difference.equal:
+            click.echo("no differences")
+    sys.exit(0 if difference.equal else 1)

@@ -1,0 +1,64 @@
+"""graphgrad insert: a gradient on one edge (tensor) of a graph."""
+
+import click
+
+from ..api import insert_file
+from ..edit import parse_dtype
+from ..io import load_gradient_module
+from ..spec import parse_spec
+from ..surgery import InsertOptions
+from . import options
+from .render import echo_json, render_change_results
+
+
+@click.command("insert")
+@click.argument("model", type=click.Path())
+@options.at_option
+@options.grad_option
+@options.consumer_option
+@options.output_options
+@options.embed_option
+@options.dtype_option
+@options.format_option
+@options.gradients_module_option
+@options.json_option
+@options.debug_option
+def insert_command(model, tensor, spec, consumers, out, in_place, dry_run, encoding, embed, dtype, kind,
+                   gradient_modules, as_json):
+    """Put an Identity carrying GRADIENT on TENSOR and move its consumers to it.
+
+    Forward values do not change. New nodes are named NODE/graphgrad_<n>;
+    control inputs stay where they are. Inserting the same gradient at the
+    same place again changes nothing; a different one there is an error.
+
+    \b
+    Examples:
+      graphgrad insert model.pb --at features/Relu:0 --grad reverse -o dann.pb
+      graphgrad insert model.pb --at l1_dense/BiasAdd:0 --grad 'scale(0.8)' --consumer l2_dense/MatMul -o out.pb
+    """
+    output = options.make_output(out, in_place, dry_run, encoding)
+    for module in gradient_modules:
+        load_gradient_module(module)
+    insert_options = InsertOptions(
+        tensor=tensor, spec=parse_spec(spec), consumers=consumers, embed=embed,
+        dtype=parse_dtype(dtype) if dtype else None,
+    )
+    result = insert_file(model, insert_options, output, kind)
+    if as_json:
+        echo_json({"files": [result]})
+    else:
+        render_change_results([result], _render_report)
+
+
+def _render_report(report, dry_run) -> list[str]:
+    lines = []
+    for insertion in report.insertions:
+        where = f"{insertion.graph}: " if insertion.graph else ""
+        if insertion.status == "already":
+            lines.append(f"  {where}{insertion.node} already carries this gradient at {insertion.tensor}; nothing to do")
+        else:
+            lines.append(
+                f"  {where}{'would insert' if dry_run else 'inserted'} {insertion.node} at {insertion.tensor}, "
+                f"feeding {', '.join(insertion.consumers)}"
+            )
+    return lines

@@ -1,0 +1,206 @@
+"""Editing graphs in place: tensor references, consumers, new nodes, rerouting.
+
+Top-level nodes name tensors ``node:index`` (``node`` for index 0); nodes in a
+function body name them ``node:output_arg:index`` and the function's ``ret`` map
+also consumes them. A :class:`Scope` hides that difference. Every node graphgrad
+creates carries ``_graphgrad_group`` (the name of the node that stands in for
+the original tensor), and that node also carries ``_graphgrad_source`` (the
+tensor it stands in for), so ``reset`` can undo the edit exactly. Attributes
+whose names start with ``_`` are not checked against op definitions by
+TensorFlow, so the marked graphs still load anywhere.
+"""
+
+import re
+from dataclasses import dataclass
+
+
+from .errors import GraphgradError
+from .model import Model
+from .protos import AttrValue, DataType
+
+GROUP = "_graphgrad_group"
+SOURCE = "_graphgrad_source"
+EMBED_SPEC = "_graphgrad_embed"
+
+# Output argument names of the ops graphgrad creates (function bodies need them).
+OUTPUT_ARGS = {
+    "Identity": "output", "StopGradient": "output", "ClipByValue": "output", "Const": "output",
+    "Sub": "z", "AddV2": "z", "Mul": "z", "Abs": "y", "Sigmoid": "y",
+}
+# Attributes that give the dtype of a node's outputs, in order of trust.
+_DTYPE_ATTRS = ("T", "dtype", "DstT", "out_type", "Tout", "output_types", "Toutput_types")
+DTYPES = {
+    name.lower().removeprefix("dt_"): value
+    for name, value in DataType.items()
+    if not name.endswith("_REF") and value
+}
+
+
+@dataclass
+class Scope:
+    """One editable list of nodes: a graph's top level or one function body."""
+
+    graph: str
+    nodes: object  # repeated NodeDef
+    function: object = None  # FunctionDef, or None for the top level
+
+    def __post_init__(self):
+        self._index()
+
+    def _index(self):
+        self._by_name = {node.name: node for node in self.nodes}
+        self._name_scopes = {name[:i] for name in self._by_name for i, c in enumerate(name) if c == "/"}
+
+    @property
+    def prefix(self) -> str:
+        return "" if self.function is None else self.function.signature.name + "/"
+
+    def node(self, name: str):
+        return self._by_name.get(name)
+
+    def output_ref(self, node, index: int = 0) -> str:
+        if self.function is None:
+            return node.name if index == 0 else f"{node.name}:{index}"
+        return f"{node.name}:{OUTPUT_ARGS[node.op]}:{index}"
+
+    def canonical(self, ref: str) -> str:
+        """TensorFlow's own spelling: ``node`` for ``node:0`` at top level."""
+        if self.function is None and ref.endswith(":0"):
+            return ref[:-2]
+        return ref
+
+    def consumers(self, ref: str) -> list:
+        """(consumer name, input position) of every data use; ret outputs as (None, key)."""
+        ref = self.canonical(ref)
+        uses = [
+            (node.name, position)
+            for node in self.nodes
+            for position, name in enumerate(node.input)
+            if not name.startswith("^") and self.canonical(name) == ref
+        ]
+        if self.function is not None:
+            uses += [(None, key) for key, value in sorted(self.function.ret.items()) if value == ref]
+        return uses
+
+    def reroute(self, uses, new_ref: str) -> None:
+        for consumer, position in uses:
+            if consumer is None:
+                self.function.ret[position] = new_ref
+            else:
+                self._by_name[consumer].input[position] = new_ref
+
+    def unique_name(self, base: str, start: int | None = None) -> str:
+        """``base`` (or ``base_<n>``) that no node has, nor uses as a name scope."""
+        def taken(name):
+            return name in self._by_name or name in self._name_scopes
+
+        candidates = [base] if start is None else []
+        number = 1 if start is None else start
+        while True:
+            candidate = candidates.pop() if candidates else f"{base}_{number}"
+            if not taken(candidate):
+                return candidate
+            if not candidates and candidate != base:
+                number += 1
+
+    def add(self, op: str, name: str, inputs=(), attrs=None, group: str | None = None, device: str = ""):
+        node = self.nodes.add(name=name, op=op, input=list(inputs), device=device)
+        for key, value in (attrs or {}).items():
+            node.attr[key].CopyFrom(value)
+        node.attr[GROUP].s = (group or name).encode()
+        self._by_name[name] = node
+        self._name_scopes.update(name[:i] for i, c in enumerate(name) if c == "/")
+        return node
+
+    def remove(self, names: set) -> None:
+        kept = [node for node in self.nodes if node.name not in names]
+        del self.nodes[:]
+        self.nodes.extend(kept)
+        self._index()
+
+    def split_ref(self, ref: str) -> tuple[str, int]:
+        """(producer name, output index) of a tensor reference in this scope."""
+        parts = ref.split(":")
+        if self.function is None:
+            return parts[0], int(parts[1]) if len(parts) > 1 else 0
+        return parts[0], int(parts[2]) if len(parts) > 2 else 0
+
+    def dtype_of(self, ref: str) -> int | None:
+        """The dtype of a tensor, read from its producer's attributes (None if unknown)."""
+        name, index = self.split_ref(ref)
+        producer = self._by_name.get(name)
+        if producer is None:
+            return None
+        for key in _DTYPE_ATTRS:
+            if key not in producer.attr:
+                continue
+            attr = producer.attr[key]
+            if attr.HasField("type"):
+                return attr.type
+            if attr.HasField("list") and len(attr.list.type) > index:
+                return attr.list.type[index]
+        return None
+
+
+def scopes(model: Model, functions: bool = True) -> list[Scope]:
+    """Every editable node list of ``model``: top levels, then function bodies."""
+    found = []
+    for label, graph_def in model.graphs():
+        found.append(Scope(label, graph_def.node))
+        if functions:
+            found.extend(Scope(label, f.node_def, f) for f in graph_def.library.function)
+    return found
+
+
+_FUNCTION_TENSOR = re.compile(r"(?P<function>[^/]+)/(?P<node>.+):(?P<arg>[A-Za-z_][A-Za-z0-9_]*):(?P<index>\d+)\Z")
+_TOP_TENSOR = re.compile(r"(?P<node>[^:]+)(?::(?P<index>\d+))?\Z")
+
+
+def locate_tensor(model: Model, tensor: str):
+    """[(scope, canonical ref)] for ``node:index`` (top level) or
+    ``function/node:output_arg:index`` (function body), in every graph that has it."""
+    found = []
+    function_match = _FUNCTION_TENSOR.match(tensor)
+    top_match = _TOP_TENSOR.match(tensor)
+    for scope in scopes(model):
+        if scope.function is None and top_match and scope.node(top_match["node"]):
+            found.append((scope, scope.canonical(f"{top_match['node']}:{top_match['index'] or 0}")))
+        elif (
+            scope.function is not None and function_match
+            and function_match["function"] == scope.function.signature.name
+            and scope.node(function_match["node"])
+        ):
+            found.append((scope, f"{function_match['node']}:{function_match['arg']}:{function_match['index']}"))
+    if not found:
+        raise GraphgradError(
+            f"no tensor {tensor!r}: name one as NODE:INDEX (top level) or "
+            "FUNCTION/NODE:OUTPUT_ARG:INDEX (in a function body, as its consumers spell it)"
+            + _function_hint(model, tensor)
+        )
+    return found
+
+
+def _function_hint(model: Model, tensor: str) -> str:
+    function, _, rest = tensor.partition("/")
+    node = rest.split(":")[0]
+    for scope in scopes(model):
+        if scope.function is not None and scope.function.signature.name == function and scope.node(node):
+            spelled = sorted({
+                name for other in scope.nodes for name in other.input if name.startswith(node + ":")
+            })
+            if spelled:
+                return f"; consumers in {function} use {', '.join(f'{function}/{s}' for s in spelled)}"
+    return ""
+
+
+def dtype_attr(dtype: int) -> AttrValue:
+    return AttrValue(type=dtype)
+
+
+def parse_dtype(name: str) -> int:
+    """A dtype enum from ``float32``, ``float``, ``DT_FLOAT``, ``float64``, ..."""
+    key = name.lower().removeprefix("dt_")
+    key = {"float32": "float", "float64": "double", "float16": "half"}.get(key, key)
+    if key not in DTYPES:
+        raise GraphgradError(f"unknown dtype {name!r}; e.g. float32, float64, half, bfloat16")
+    return DTYPES[key]

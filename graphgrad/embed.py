@@ -1,0 +1,118 @@
+"""Embedded gradients: the surrogate written into the graph itself.
+
+For a node y = f(x) and a spec whose gradient is the derivative of a known
+function h, the node's consumers are moved to
+
+    y' = StopGradient(y) - (StopGradient(h) - h)
+
+Forward, y' = y - 0 = y, bit for bit whenever h is finite (the more familiar
+h + StopGradient(y - h) rounds). Backward, dy'/dx = dh/dx. No gradient
+registration is needed at load time, so TF Serving, C++, TF2 loaders and
+processes that never import graphgrad get the custom gradient.
+"""
+
+from dataclasses import dataclass
+
+from .edit import EMBED_SPEC, SOURCE, Scope, dtype_attr
+from .errors import GraphgradError, SpecError
+from .protos import AttrValue, DataType, TensorProto
+from .spec import GradientSpec
+
+REPLACEMENTS = ("identity", "ste", "approx_sign", "swish_sign", "triangle", "zero")
+TRANSFORMS = ("scale", "reverse")
+EMBEDDABLE = REPLACEMENTS + TRANSFORMS
+_FLOATS = {DataType.Value("DT_FLOAT"): "float_val", DataType.Value("DT_DOUBLE"): "double_val"}
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """What to build: a replacement h(x) (or None: h = y itself), times a factor."""
+
+    replacement: object  # spec Stage or None
+    factor: float
+
+
+def surrogate_for(spec: GradientSpec) -> Surrogate:
+    """The surrogate of ``spec``, or a SpecError naming the specs that can be embedded."""
+    stages = list(spec.stages)
+    refused = spec.tf_name is not None or any(stage.name not in EMBEDDABLE for stage in stages)
+    if refused:
+        raise SpecError(
+            f"{spec} cannot be embedded: only these have a forward surrogate: "
+            f"{', '.join(EMBEDDABLE)} (replacement first, then scale/reverse). "
+            "To fix this, drop --embed and register gradients at load time (graphgrad.register_gradients)"
+        )
+    replacement = stages.pop(0) if stages and stages[0].name in REPLACEMENTS else None
+    factor = 1.0
+    for stage in stages:
+        args = dict(stage.args)
+        factor *= args["factor"] if stage.name == "scale" else -args["strength"]
+    return Surrogate(replacement, factor)
+
+
+class _Builder:
+    """Adds the surrogate's nodes to a scope, all in one group under ``base``."""
+
+    def __init__(self, scope: Scope, base: str, dtype: int, device: str):
+        if dtype not in _FLOATS:
+            raise GraphgradError(
+                f"--embed builds float32/float64 arithmetic; {base} is "
+                f"{DataType.Name(dtype) if dtype else 'of unknown dtype'}"
+            )
+        self.scope, self.base, self.dtype, self.device = scope, base, dtype, device
+        self.group = scope.unique_name(f"{base}/graphgrad_embed")
+        self.nodes = []
+
+    def node(self, op: str, label: str, *inputs, attrs=None) -> str:
+        name = self.scope.unique_name(f"{self.group}/{label}")
+        attrs = attrs if attrs is not None else {"T": dtype_attr(self.dtype)}
+        node = self.scope.add(op, name, inputs, attrs, group=self.group, device=self.device)
+        self.nodes.append(node)
+        return self.scope.output_ref(node)
+
+    def const(self, value: float) -> str:
+        tensor = TensorProto(dtype=self.dtype)
+        tensor.tensor_shape.SetInParent()
+        getattr(tensor, _FLOATS[self.dtype]).append(value)
+        return self.node("Const", "const", attrs={"value": AttrValue(tensor=tensor), "dtype": dtype_attr(self.dtype)})
+
+
+def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int, spec: GradientSpec, base: str, device: str = ""):
+    """Add the surrogate for ``spec`` on y = f(x); returns (output node, its ref)."""
+    surrogate = surrogate_for(spec)
+    builder = _Builder(scope, base, dtype, device)
+    stopped_y = builder.node("StopGradient", "stop_y", y_ref)
+    replacement = surrogate.replacement
+    if replacement is not None and replacement.name == "zero":
+        output = stopped_y
+    else:
+        h = y_ref if replacement is None else _surrogate_function(builder, replacement, x_ref)
+        if surrogate.factor != 1.0:
+            h = builder.node("Mul", "scaled", h, builder.const(surrogate.factor))
+        stopped_h = builder.node("StopGradient", "stop_h", h)
+        difference = builder.node("Sub", "zero", stopped_h, h)
+        output = builder.node("Sub", "output", stopped_y, difference)
+    output_node = builder.nodes[-1]
+    output_node.attr[SOURCE].s = y_ref.encode()
+    output_node.attr[EMBED_SPEC].s = spec.canonical.encode()
+    return output_node, output
+
+
+def _surrogate_function(builder: _Builder, stage, x: str) -> str:
+    """h(x) whose derivative is the stage's gradient formula."""
+    args = dict(stage.args)
+    if stage.name == "identity":
+        return builder.node("Identity", "x", x)
+    if stage.name == "ste":  # d/dx clip(x, -c, c) = 1{|x| <= c}
+        return builder.node("ClipByValue", "clip", x, builder.const(-args["clip"]), builder.const(args["clip"]))
+    if stage.name in ("triangle", "approx_sign"):  # c - c|c|/2, c = clip(x, -1, 1): d/dx = max(0, 1 - |x|)
+        clipped = builder.node("ClipByValue", "clip", x, builder.const(-1.0), builder.const(1.0))
+        square = builder.node("Mul", "c_abs_c", clipped, builder.node("Abs", "abs", clipped))
+        h = builder.node("Sub", "triangle", clipped, builder.node("Mul", "half", square, builder.const(0.5)))
+        return h if stage.name == "triangle" else builder.node("Mul", "double", h, builder.const(2.0))
+    # swish_sign: 2 s (1 + bx (1 - s)) - 1 with s = sigmoid(bx)   (SignSwish, BNN+)
+    bx = builder.node("Mul", "bx", x, builder.const(args["beta"]))
+    s = builder.node("Sigmoid", "sigmoid", bx)
+    one = builder.const(1.0)
+    inner = builder.node("AddV2", "inner", one, builder.node("Mul", "bx_1_s", bx, builder.node("Sub", "one_minus_s", one, s)))
+    return builder.node("Sub", "swish_sign", builder.node("Mul", "two_s_inner", builder.node("Mul", "two_s", s, builder.const(2.0)), inner), one)

@@ -1,0 +1,221 @@
+"""Graph surgery: a gradient on one edge (insert), surrogates written into the
+graph (embed), and undoing what graphgrad did (reset)."""
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from .edit import EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, scopes
+from .embed import build_embedded, surrogate_for
+from .errors import GraphgradError, SelectionError
+from .model import Model, NodeRef, override_of
+from .rewrite import NodeChange, RewriteOptions, RewriteReport
+from .select import select_nodes
+from .spec import ATTR, GradientSpec
+
+
+@dataclass(frozen=True)
+class InsertOptions:
+    """Where to put a gradient: a tensor, optionally only some of its consumers."""
+
+    tensor: str
+    spec: GradientSpec
+    consumers: tuple = ()
+    embed: bool = False
+    dtype: int | None = None
+
+
+@dataclass(frozen=True)
+class Insertion:
+    graph: str
+    tensor: str
+    node: str
+    consumers: tuple
+    status: str  # "inserted" or "already"
+
+
+def _spec_of_group_output(node) -> str:
+    if EMBED_SPEC in node.attr:
+        return "embedded " + node.attr[EMBED_SPEC].s.decode()
+    return override_of(node) or ""
+
+
+def _existing_stand_in(scope: Scope, ref: str):
+    for consumer, _ in scope.consumers(ref):
+        node = scope.node(consumer) if consumer else None
+        if node is not None and SOURCE in node.attr and scope.canonical(node.attr[SOURCE].s.decode()) == ref:
+            return node
+    return None
+
+
+def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False):
+    """Put ``options.spec`` on a tensor: a new Identity carrying the override (or,
+    with ``embed``, the surrogate subgraph), with the tensor's consumers moved to it.
+
+    Returns ``(model, [Insertion])``, one per graph that has the tensor.
+    """
+    if options.embed:
+        surrogate_for(options.spec)  # refuse unembeddable specs before touching anything
+    result = model if inplace else model.copy()
+    insertions = []
+    for scope, ref in locate_tensor(result, options.tensor):
+        want = ("embedded " + options.spec.canonical) if options.embed else options.spec.attr_value
+        existing = _existing_stand_in(scope, ref)
+        if existing is not None:
+            have = _spec_of_group_output(existing)
+            if have != want:
+                raise SelectionError(
+                    f"{options.tensor} already has a graphgrad node, {scope.prefix}{existing.name} ({have}). "
+                    f"To change it, run graphgrad reset --node '{scope.prefix}{existing.name}' first"
+                )
+            insertions.append(Insertion(scope.graph, options.tensor, scope.prefix + existing.name, (), "already"))
+            continue
+        uses = _chosen_uses(scope, ref, options)
+        producer = scope.node(scope.split_ref(ref)[0])
+        dtype = options.dtype or scope.dtype_of(ref)
+        if dtype is None:
+            raise GraphgradError(f"cannot tell the dtype of {options.tensor} from {producer.name}'s attributes; give --dtype")
+        if options.embed:
+            node, new_ref = build_embedded(scope, ref, ref, dtype, options.spec, producer.name, producer.device)
+        else:
+            name = scope.unique_name(f"{producer.name}/graphgrad", start=0)
+            attrs = {"T": dtype_attr(dtype)}
+            node = scope.add("Identity", name, [ref], attrs, device=producer.device)
+            node.attr[ATTR].s = options.spec.attr_value.encode()
+            node.attr[SOURCE].s = ref.encode()
+            new_ref = scope.output_ref(node)
+        scope.reroute(uses, new_ref)
+        names = tuple(scope.prefix + c if c else f"{scope.prefix}<output {k}>" for c, k in uses)
+        insertions.append(Insertion(scope.graph, options.tensor, scope.prefix + node.name, names, "inserted"))
+    return result, insertions
+
+
+def _chosen_uses(scope: Scope, ref: str, options: InsertOptions):
+    uses = scope.consumers(ref)
+    if not uses:
+        raise SelectionError(f"nothing consumes {options.tensor}, so a gradient there would change nothing")
+    if not options.consumers:
+        return uses
+    wanted = {name.removeprefix(scope.prefix) for name in options.consumers}
+    known = {consumer for consumer, _ in uses if consumer}
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise SelectionError(
+            f"--consumer {', '.join(unknown)}: not a consumer of {options.tensor}; its consumers are "
+            f"{', '.join(sorted(scope.prefix + name for name in known))}"
+        )
+    return [(consumer, position) for consumer, position in uses if consumer in wanted]
+
+
+def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False):
+    """Like :func:`~graphgrad.rewrite.rewrite_model`, but writes each selected
+    node's surrogate into the graph instead of an override. Returns ``(model, report)``."""
+    for rule in options.rules:
+        surrogate_for(rule.spec)
+    result = model if inplace else model.copy()
+    candidates, scope_of = [], {}
+    for scope in scopes(result, options.functions):
+        function = scope.function.signature.name if scope.function is not None else None
+        for node in scope.nodes:
+            if GROUP not in node.attr:  # never graphgrad's own nodes
+                ref = NodeRef(scope.graph, function, node)
+                candidates.append(ref)
+                scope_of[(scope.graph, ref.name)] = scope
+    selection = select_nodes(candidates, options.rules, options.match, options.exclude, options.allow_missing)
+    report = RewriteReport(notes=list(selection.notes))
+    for ref, rule in selection.matches:
+        scope = scope_of[(ref.graph, ref.name)]
+        change = _embed_node(scope, ref.node, rule.spec, ref.name)
+        if change is None:
+            report.notes.append(f"{ref.name}: no consumer uses its output; nothing to embed")
+            continue
+        change = NodeChange(ref.graph, ref.name, ref.op_type, *change)
+        (report.changes if change.old != change.new else report.unchanged).append(change)
+    return result, report
+
+
+def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
+    """Embed ``spec`` on output 0 of ``node``; returns (old, new) descriptions or None."""
+    prefix = node.name + ":"
+    used = sorted({
+        scope.canonical(name) for other in scope.nodes for name in other.input
+        if not name.startswith("^") and (name == node.name or name.startswith(prefix))
+    } | {value for value in (scope.function.ret.values() if scope.function is not None else ())
+         if value.startswith(prefix)})
+    if not used:
+        return None
+    if len(used) > 1 or scope.split_ref(used[0])[1] != 0:
+        raise SelectionError(
+            f"{qualified} ({node.op}): --embed replaces output 0, but consumers use {', '.join(used)}"
+        )
+    y_ref = used[0]
+    want = "embedded " + spec.canonical
+    existing = _existing_stand_in(scope, y_ref)
+    if existing is not None:
+        have = _spec_of_group_output(existing)
+        if have != want:
+            raise SelectionError(
+                f"{qualified} already has {have}; run graphgrad reset --node '{qualified}' first"
+            )
+        return have, have
+    inputs = [name for name in node.input if not name.startswith("^")]
+    if not inputs:
+        raise SelectionError(f"{qualified} ({node.op}) has no data input for a surrogate to act on")
+    dtype = scope.dtype_of(y_ref)
+    x_dtype = scope.dtype_of(inputs[0])
+    if dtype is not None and x_dtype is not None and x_dtype != dtype and surrogate_for(spec).replacement is not None:
+        raise SelectionError(f"{qualified}: its input and output dtypes differ; --embed needs them equal")
+    uses = scope.consumers(y_ref)
+    _, new_ref = build_embedded(scope, inputs[0], y_ref, dtype, spec, node.name, node.device)
+    scope.reroute(uses, new_ref)
+    return None, want
+
+
+@dataclass(frozen=True)
+class ResetOptions:
+    """Which nodes to reset: by op type and/or name glob; nothing given means all."""
+
+    op_types: tuple = ()
+    globs: tuple = ()
+    functions: bool = True
+
+
+@dataclass
+class ResetReport:
+    overrides: list = field(default_factory=list)  # NodeChange, new None
+    undone: list = field(default_factory=list)  # (graph, node that stood in, tensor restored)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.overrides or self.undone)
+
+
+def reset_model(model: Model, options: ResetOptions, inplace: bool = False):
+    """Remove overrides and undo graphgrad's inserted and embedded nodes.
+
+    Returns ``(model, ResetReport)``; ``reset`` after ``rewrite``/``insert``/``--embed``
+    on a graph that had no overrides gives back the original message.
+    """
+    def selected(scope, node) -> bool:
+        if not options.op_types and not options.globs:
+            return True
+        name = scope.prefix + node.name
+        return node.op in options.op_types or any(fnmatchcase(name, g) for g in options.globs)
+
+    result = model if inplace else model.copy()
+    report = ResetReport()
+    for scope in scopes(result, options.functions):
+        for output in reversed([n for n in scope.nodes if SOURCE in n.attr]):
+            source = output.attr[SOURCE].s.decode()
+            producer = scope.node(scope.split_ref(source)[0])
+            if not (selected(scope, output) or (producer is not None and selected(scope, producer))):
+                continue
+            group = output.attr[GROUP].s
+            scope.reroute(scope.consumers(scope.output_ref(output)), source)
+            scope.remove({n.name for n in scope.nodes if GROUP in n.attr and n.attr[GROUP].s == group})
+            report.undone.append((scope.graph, scope.prefix + output.name, source))
+        for node in scope.nodes:
+            old = override_of(node)
+            if old is not None and selected(scope, node):
+                node.attr.pop(ATTR)
+                report.overrides.append(NodeChange(scope.graph, scope.prefix + node.name, node.op, old, None))
+    return result, report
