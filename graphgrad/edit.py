@@ -50,6 +50,20 @@ class Scope:
     def _index(self):
         self._by_name = {node.name: node for node in self.nodes}
         self._name_scopes = {name[:i] for name in self._by_name for i, c in enumerate(name) if c == "/"}
+        self._uses = {}  # producer name -> {(consumer name or None for ret, position)}
+        for node in self.nodes:
+            self._record_uses(node)
+        if self.function is not None:
+            for key, value in self.function.ret.items():
+                self._uses.setdefault(value.split(":")[0], set()).add((None, key))
+        self._stand_ins = {
+            self.canonical(node.attr[SOURCE].s.decode()): node for node in self.nodes if SOURCE in node.attr
+        }
+
+    def _record_uses(self, node):
+        for position, name in enumerate(node.input):
+            if not name.startswith("^"):
+                self._uses.setdefault(name.split(":")[0], set()).add((node.name, position))
 
     @property
     def prefix(self) -> str:
@@ -69,25 +83,39 @@ class Scope:
             return ref[:-2]
         return ref
 
+    def _input(self, consumer, position) -> str:
+        return self.function.ret[position] if consumer is None else self._by_name[consumer].input[position]
+
     def consumers(self, ref: str) -> list:
         """(consumer name, input position) of every data use; ret outputs as (None, key)."""
         ref = self.canonical(ref)
-        uses = [
-            (node.name, position)
-            for node in self.nodes
-            for position, name in enumerate(node.input)
-            if not name.startswith("^") and self.canonical(name) == ref
-        ]
-        if self.function is not None:
-            uses += [(None, key) for key, value in sorted(self.function.ret.items()) if value == ref]
-        return uses
+        uses = self._uses.get(ref.split(":")[0], ())
+        return sorted(
+            (use for use in uses if self.canonical(self._input(*use)) == ref),
+            key=lambda use: (use[0] is None, use[0] or "", str(use[1])),
+        )
+
+    def uses_of_node(self, name: str) -> set[str]:
+        """The distinct tensor references through which ``name``'s outputs are used."""
+        return {self.canonical(self._input(*use)) for use in self._uses.get(name, ())}
 
     def reroute(self, uses, new_ref: str) -> None:
         for consumer, position in uses:
+            old = self._input(consumer, position)
+            self._uses[old.split(":")[0]].discard((consumer, position))
+            self._uses.setdefault(new_ref.split(":")[0], set()).add((consumer, position))
             if consumer is None:
                 self.function.ret[position] = new_ref
             else:
                 self._by_name[consumer].input[position] = new_ref
+
+    def stand_in(self, ref: str):
+        """The graphgrad node that already stands in for tensor ``ref``, if any."""
+        return self._stand_ins.get(self.canonical(ref))
+
+    def mark_stand_in(self, node, ref: str) -> None:
+        node.attr[SOURCE].s = ref.encode()
+        self._stand_ins[self.canonical(ref)] = node
 
     def unique_name(self, base: str, start: int | None = None) -> str:
         """``base`` (or ``base_<n>``) that no node has, nor uses as a name scope."""
@@ -110,6 +138,7 @@ class Scope:
         node.attr[GROUP].s = (group or name).encode()
         self._by_name[name] = node
         self._name_scopes.update(name[:i] for i, c in enumerate(name) if c == "/")
+        self._record_uses(node)
         return node
 
     def remove(self, names: set) -> None:

@@ -13,7 +13,7 @@ processes that never import graphgrad get the custom gradient.
 
 from dataclasses import dataclass
 
-from .edit import EMBED_SPEC, SOURCE, Scope, dtype_attr
+from .edit import EMBED_SPEC, Scope, dtype_attr
 from .errors import GraphgradError, SpecError
 from .protos import AttrValue, DataType, TensorProto
 from .spec import GradientSpec
@@ -93,8 +93,8 @@ def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int, spec: Gradi
         difference = builder.node("Sub", "zero", stopped_h, h)
         output = builder.node("Sub", "output", stopped_y, difference)
     output_node = builder.nodes[-1]
-    output_node.attr[SOURCE].s = y_ref.encode()
     output_node.attr[EMBED_SPEC].s = spec.canonical.encode()
+    scope.mark_stand_in(output_node, y_ref)
     return output_node, output
 
 

@@ -39,14 +39,6 @@ def _spec_of_group_output(node) -> str:
     return override_of(node) or ""
 
 
-def _existing_stand_in(scope: Scope, ref: str):
-    for consumer, _ in scope.consumers(ref):
-        node = scope.node(consumer) if consumer else None
-        if node is not None and SOURCE in node.attr and scope.canonical(node.attr[SOURCE].s.decode()) == ref:
-            return node
-    return None
-
-
 def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False):
     """Put ``options.spec`` on a tensor: a new Identity carrying the override (or,
     with ``embed``, the surrogate subgraph), with the tensor's consumers moved to it.
@@ -59,7 +51,7 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
     insertions = []
     for scope, ref in locate_tensor(result, options.tensor):
         want = ("embedded " + options.spec.canonical) if options.embed else options.spec.attr_value
-        existing = _existing_stand_in(scope, ref)
+        existing = scope.stand_in(ref)
         if existing is not None:
             have = _spec_of_group_output(existing)
             if have != want:
@@ -81,7 +73,7 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
             attrs = {"T": dtype_attr(dtype)}
             node = scope.add("Identity", name, [ref], attrs, device=producer.device)
             node.attr[ATTR].s = options.spec.attr_value.encode()
-            node.attr[SOURCE].s = ref.encode()
+            scope.mark_stand_in(node, ref)
             new_ref = scope.output_ref(node)
         scope.reroute(uses, new_ref)
         names = tuple(scope.prefix + c if c else f"{scope.prefix}<output {k}>" for c, k in uses)
@@ -135,12 +127,7 @@ def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False):
 
 def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     """Embed ``spec`` on output 0 of ``node``; returns (old, new) descriptions or None."""
-    prefix = node.name + ":"
-    used = sorted({
-        scope.canonical(name) for other in scope.nodes for name in other.input
-        if not name.startswith("^") and (name == node.name or name.startswith(prefix))
-    } | {value for value in (scope.function.ret.values() if scope.function is not None else ())
-         if value.startswith(prefix)})
+    used = sorted(scope.uses_of_node(node.name))
     if not used:
         return None
     if len(used) > 1 or scope.split_ref(used[0])[1] != 0:
@@ -149,7 +136,7 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
         )
     y_ref = used[0]
     want = "embedded " + spec.canonical
-    existing = _existing_stand_in(scope, y_ref)
+    existing = scope.stand_in(y_ref)
     if existing is not None:
         have = _spec_of_group_output(existing)
         if have != want:
@@ -204,15 +191,17 @@ def reset_model(model: Model, options: ResetOptions, inplace: bool = False):
     result = model if inplace else model.copy()
     report = ResetReport()
     for scope in scopes(result, options.functions):
+        groups = set()
         for output in reversed([n for n in scope.nodes if SOURCE in n.attr]):
             source = output.attr[SOURCE].s.decode()
             producer = scope.node(scope.split_ref(source)[0])
             if not (selected(scope, output) or (producer is not None and selected(scope, producer))):
                 continue
-            group = output.attr[GROUP].s
+            groups.add(output.attr[GROUP].s)
             scope.reroute(scope.consumers(scope.output_ref(output)), source)
-            scope.remove({n.name for n in scope.nodes if GROUP in n.attr and n.attr[GROUP].s == group})
             report.undone.append((scope.graph, scope.prefix + output.name, source))
+        if groups:
+            scope.remove({n.name for n in scope.nodes if GROUP in n.attr and n.attr[GROUP].s in groups})
         for node in scope.nodes:
             old = override_of(node)
             if old is not None and selected(scope, node):

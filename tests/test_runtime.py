@@ -67,7 +67,7 @@ def test_dangling_custom_gradient_is_explained_then_repaired(tmp_path):
     assert "graphgrad rewrite MODEL --node 'IdentityN=identity' --force" in message
 
     repaired = tmp_path / "repaired.meta"
-    run_cli("rewrite", fixture("custom_gradient.meta"), "--node", "IdentityN=identity", "--force", "-o", repaired)
+    run_cli("rewrite", fixture("custom_gradient.meta"), "--repair-dangling", "identity", "-o", repaired)
     graph = tf.Graph()
     with graph.as_default():
         v1.train.import_meta_graph(str(repaired))

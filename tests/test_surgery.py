@@ -1,0 +1,141 @@
+"""insert, --embed, --repair-dangling, reset and diff: file level (no TensorFlow)."""
+
+import json
+
+import pytest
+
+from conftest import fixture, run_cli
+from graphgrad import RewriteOptions, SelectionError, SpecError, parse_rule, parse_spec, read_model
+from graphgrad.diff import diff_models
+from graphgrad.surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
+
+
+def insert(model, tensor, spec, **kwargs):
+    return insert_gradient(model, InsertOptions(tensor, parse_spec(spec), **kwargs))
+
+
+def test_insert_reroutes_consumers_and_reset_undoes_it():
+    model = read_model(fixture("dense_net.pb"))
+    patched, [insertion] = insert(model, "l1_dense/BiasAdd:0", "scale(0.8)")
+    assert insertion.node == "l1_dense/BiasAdd/graphgrad_0"
+    assert insertion.consumers == ("l1_dense/relu",)
+    difference = diff_models(model, patched)
+    assert [(d.node, d.kind) for d in difference.nodes] == [
+        ("l1_dense/BiasAdd/graphgrad_0", "added"), ("l1_dense/relu", "changed")]
+    restored, report = reset_model(patched, ResetOptions())
+    assert restored.message == model.message
+    assert report.undone == [("", "l1_dense/BiasAdd/graphgrad_0", "l1_dense/BiasAdd")]
+
+
+def test_insert_twice_is_reported_not_stacked():
+    model = read_model(fixture("dense_net.pb"))
+    once, _ = insert(model, "l1_dense/BiasAdd:0", "reverse")
+    twice, [again] = insert(once, "l1_dense/BiasAdd", "reverse")
+    assert again.status == "already" and twice.message == once.message
+    with pytest.raises(SelectionError, match="already has a graphgrad node, l1_dense/BiasAdd/graphgrad_0"):
+        insert(once, "l1_dense/BiasAdd:0", "scale(2)")
+
+
+def test_insert_for_chosen_consumers_keeps_control_inputs():
+    model = read_model(fixture("binary_net.pb"))
+    graph_def = model.message
+    [matmul] = [n for n in graph_def.node if n.name == "dense2/MatMul"]
+    matmul.input.append("^dense1/Sign")
+    patched, [insertion] = insert(model, "dense1/Sign:0", "ste", consumers=("dense2/MatMul",))
+    [matmul] = [n for n in patched.message.node if n.name == "dense2/MatMul"]
+    assert list(matmul.input) == ["dense1/Sign/graphgrad_0", "dense2/binarize_weights/Sign", "^dense1/Sign"]
+    with pytest.raises(SelectionError, match="not a consumer of dense1/Sign:0; its consumers are dense2/MatMul"):
+        insert(model, "dense1/Sign:0", "ste", consumers=("dense1/MatMul",))
+
+
+def test_insert_inside_a_function_body():
+    model = read_model(fixture("functions.pb"))
+    patched, [insertion] = insert(model, "cond_true_39/cond/Sign:y:0", "ste")
+    assert insertion.node == "cond_true_39/cond/Sign/graphgrad_0"
+    [function] = [f for f in patched.message.library.function if f.signature.name == "cond_true_39"]
+    [mul] = [n for n in function.node_def if n.name == "cond/mul"]
+    assert mul.input[0] == "cond/Sign/graphgrad_0:output:0"
+    assert reset_model(patched, ResetOptions())[0].message == model.message
+
+
+def test_insert_errors():
+    model = read_model(fixture("dense_net.pb"))
+    with pytest.raises(Exception, match="no tensor 'l1_dense/Nope:0'"):
+        insert(model, "l1_dense/Nope:0", "reverse")
+    with pytest.raises(SelectionError, match="nothing consumes loss:0"):
+        insert(model, "loss:0", "reverse")
+    with pytest.raises(SpecError, match="cannot be embedded"):
+        insert(model, "l1_dense/BiasAdd:0", "clip_norm(1.0)", embed=True)
+
+
+def test_embed_then_reset_is_exact_and_idempotent():
+    model = read_model(fixture("binary_net.pb"))
+    rules = RewriteOptions(rules=(parse_rule("op", "Sign=ste(clip=0.5)|scale(2)"),), embed=True)
+    embedded, report = embed_rules(model, rules)
+    assert len(report.changes) == 4
+    assert not any(n.attr.get("_gradient_op_type") for n in embedded.message.node if "_gradient_op_type" in n.attr)
+    again, report = embed_rules(embedded, rules)
+    assert not report.changes and len(report.unchanged) == 4 and again.message == embedded.message
+    assert reset_model(embedded, ResetOptions(op_types=("Sign",)))[0].message == model.message
+
+
+@pytest.mark.parametrize("spec", ["clip_value(-1, 1)", "clip_norm(1)", "noise(0.1)", "select", "guided_relu", "tf:Identity"])
+def test_specs_without_a_surrogate_are_refused(spec):
+    model = read_model(fixture("binary_net.pb"))
+    with pytest.raises(SpecError, match="cannot be embedded: only these have a forward surrogate: identity, ste"):
+        embed_rules(model, RewriteOptions(rules=(parse_rule("op", f"Sign={spec}"),), embed=True))
+
+
+def test_reset_removes_selected_overrides_only(tmp_path):
+    rewritten = tmp_path / "r.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "--node", "dense2/logits=tf:Identity", "-o", rewritten)
+    partly = tmp_path / "p.pb"
+    run_cli("reset", rewritten, "--node", "dense1/*", "-o", partly)
+    values = {c["node"] for c in json.loads(run_cli("ops", partly, "--json").stdout)["files"][0]["overrides"]}
+    assert values == {"binarize_input/Sign", "dense2/binarize_weights/Sign", "dense2/logits"}
+    full = tmp_path / "f.pb"
+    run_cli("reset", rewritten, "-o", full)
+    assert read_model(str(full)).message == read_model(fixture("binary_net.pb")).message
+
+
+def test_diff_command_exit_codes(tmp_path):
+    out = tmp_path / "o.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "-o", out)
+    same = run_cli("diff", fixture("binary_net.pb"), fixture("binary_net.pbtxt"))
+    assert "no differences" in same.stdout
+    different = run_cli("diff", fixture("binary_net.pb"), out, expect=1)
+    assert "~ dense1/Sign (Sign)\n    _gradient_op_type: (none) -> 'graphgrad/ste(clip=1.0)'" in different.stdout
+    document = json.loads(run_cli("diff", fixture("binary_net.pb"), out, "--json", expect=1).stdout)
+    assert document["equal"] is False and len(document["difference"]["nodes"]) == 4
+    missing = run_cli("diff", fixture("binary_net.pb"), tmp_path / "absent.pb", expect=2)
+    assert "cannot read" in missing.stderr
+
+
+def test_diff_reaches_function_bodies_and_other_fields(tmp_path):
+    out = tmp_path / "o.pb"
+    run_cli("insert", fixture("functions.pb"), "--at", "cond_true_39/cond/Sign:y:0", "--grad", "ste", "-o", out)
+    result = run_cli("diff", fixture("functions.pb"), out, expect=1).stdout
+    assert "+ cond_true_39/cond/Sign/graphgrad_0 (Identity)" in result
+    assert "~ cond_true_39/cond/mul (Mul)" in result
+    meta = read_model(fixture("model.meta"))
+    changed = meta.copy()
+    changed.message.meta_info_def.tags.append("extra")
+    assert diff_models(meta, changed).other == ["fields other than nodes differ: meta_info_def"]
+
+
+def test_repair_dangling_in_one_command(tmp_path):
+    out = tmp_path / "repaired.meta"
+    result = run_cli("rewrite", fixture("custom_gradient.meta"), "--repair-dangling", "identity", "-o", out)
+    assert "IdentityN  1  graphgrad/identity  IdentityN  (1 replaced)" in result.stdout
+    nothing = run_cli("rewrite", out, "--repair-dangling", "identity", "--dry-run")
+    assert "note: no node carries a dangling CustomGradient-<n> override" in nothing.stdout
+
+
+def test_insert_cli_reports_and_refuses(tmp_path):
+    out = tmp_path / "o.pb"
+    result = run_cli("insert", fixture("dense_net.pb"), "--at", "l1_dense/BiasAdd:0", "--grad", "scale(0.8)", "-o", out)
+    assert "inserted l1_dense/BiasAdd/graphgrad_0 at l1_dense/BiasAdd:0, feeding l1_dense/relu" in result.stdout
+    again = run_cli("insert", out, "--at", "l1_dense/BiasAdd:0", "--grad", "scale(0.8)", "--in-place")
+    assert "already carries this gradient" in again.stdout
+    refused = run_cli("insert", out, "--at", "l1_dense/BiasAdd:0", "--grad", "scale(0.5)", "--in-place", expect=1)
+    assert "run graphgrad reset --node 'l1_dense/BiasAdd/graphgrad_0' first" in refused.stderr
