@@ -2,10 +2,12 @@
 
 import os
 from dataclasses import dataclass, field
+from functools import partial
 
+from .batch import BatchOptions, Item, plan, run, with_output
 from .diff import ModelDifference, diff_models
 from .errors import GraphgradError, ModelWriteError
-from .io import read_model, write_model
+from .io import backup_file, read_model, write_model
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
 from .summary import ModelSummary, summarize
 from .surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
@@ -23,6 +25,7 @@ class OutputOptions:
     in_place: bool = False
     dry_run: bool = False
     encoding: str | None = None
+    backup: str | None = None
 
 
 @dataclass
@@ -64,6 +67,8 @@ def _change_file(path: str, output: OutputOptions, kind: str | None, operation) 
     result = FileResult(input=path, output=target, report=report)
     unchanged_in_place = output.in_place and not report.changed and output.encoding in (None, model.encoding)
     if target and not unchanged_in_place:
+        if output.in_place and output.backup:
+            backup_file(model.path, output.backup)
         result.written = write_model(result_model, target, output.encoding)
     return result
 
@@ -86,9 +91,17 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
     return _change_file(path, output, kind, lambda model: operation(model, options, inplace=True))
 
 
-def rewrite_files(paths, options: RewriteOptions, output: OutputOptions, kind: str | None = None) -> list[FileResult]:
-    """Rewrite several files; one failure is recorded and the rest go on."""
-    return _each_file(paths, output, lambda path: rewrite_file(path, options, output, kind))
+def rewrite_files(paths, options: RewriteOptions, output: OutputOptions, kind: str | None = None,
+                  batch: BatchOptions = BatchOptions(), progress=None) -> list[FileResult]:
+    """Rewrite every model that ``paths`` (files, directories, globs) name.
+
+    One failure is recorded and the rest go on; results are in input order.
+    """
+    return _batch(paths, output, batch, partial(_rewrite_item, options, output, kind), progress)
+
+
+def _rewrite_item(options, output, kind, item: Item) -> FileResult:
+    return _guarded(item, lambda: rewrite_file(item.path, options, with_output(output, item), kind))
 
 
 def insert_file(path: str, options: InsertOptions, output: OutputOptions, kind: str | None = None) -> FileResult:
@@ -101,12 +114,18 @@ def insert_file(path: str, options: InsertOptions, output: OutputOptions, kind: 
     return _change_file(path, output, kind, operation)
 
 
-def reset_files(paths, options: ResetOptions, output: OutputOptions, kind: str | None = None) -> list[FileResult]:
-    """Remove overrides and graphgrad's nodes from several files."""
-    return _each_file(
-        paths, output,
-        lambda path: _change_file(path, output, kind, lambda model: reset_model(model, options, inplace=True)),
-    )
+def reset_files(paths, options: ResetOptions, output: OutputOptions, kind: str | None = None,
+                batch: BatchOptions = BatchOptions(), progress=None) -> list[FileResult]:
+    """Remove overrides and graphgrad's nodes from every model ``paths`` name."""
+    return _batch(paths, output, batch, partial(_reset_item, options, output, kind), progress)
+
+
+def _reset_item(options, output, kind, item: Item) -> FileResult:
+    def reset():
+        operation = lambda model: reset_model(model, options, inplace=True)  # noqa: E731
+        return _change_file(item.path, with_output(output, item), kind, operation)
+
+    return _guarded(item, reset)
 
 
 def diff_files(a: str, b: str, kind: str | None = None) -> ModelDifference:
@@ -114,21 +133,46 @@ def diff_files(a: str, b: str, kind: str | None = None) -> ModelDifference:
     return diff_models(read_model(a, kind), read_model(b, kind))
 
 
-def _each_file(paths, output: OutputOptions, process) -> list[FileResult]:
-    if output.out and len(paths) > 1:
-        raise GraphgradError(f"-o names one output, but {len(paths)} models were given; use --in-place")
-    results = []
-    for path in paths:
-        try:
-            results.append(process(path))
-        except GraphgradError as error:
-            results.append(FileResult(input=path, error=_with_path(path, error)))
-    return results
+def _batch(paths, output: OutputOptions, batch: BatchOptions, work, progress) -> list[FileResult]:
+    items, problems = plan(paths, batch)
+    if output.out and len(items) + len(problems) > 1:
+        raise GraphgradError(
+            f"-o names one output, but {len(items) + len(problems)} models were given; use --out-dir or --in-place"
+        )
+    results = run(items, work, batch, progress)
+    results = [
+        result or FileResult(input=item.path, error=f"{item.path}: the worker process died before finishing it")
+        for item, result in zip(items, results)
+    ]
+    return [FileResult(input=argument, error=message) for argument, message in problems] + results
+
+
+def _guarded(item: Item, process) -> FileResult:
+    """Run one file's work; its failure becomes its result, never the batch's."""
+    try:
+        return process()
+    except GraphgradError as error:
+        return FileResult(input=item.path, output=item.out, error=_with_path(item.path, error))
+    except (RecursionError, MemoryError, OSError) as error:
+        return FileResult(input=item.path, output=item.out,
+                          error=f"{item.path}: {type(error).__name__}: {error}")
 
 
 def summarize_file(path: str, kind: str | None = None, functions: bool = True) -> ModelSummary:
     """Read ``path`` and summarise its op types and overrides."""
     return summarize(read_model(path, kind), functions)
+
+
+def summarize_files(paths, recursive: bool = False, kind: str | None = None, functions: bool = True):
+    """Summaries of every model ``paths`` name, and ``{"input", "error"}`` for failures."""
+    items, problems = plan(paths, BatchOptions(recursive=recursive))
+    summaries, failures = [], [{"input": argument, "error": message} for argument, message in problems]
+    for item in items:
+        try:
+            summaries.append(summarize_file(item.path, kind, functions))
+        except GraphgradError as error:
+            failures.append({"input": item.path, "error": _with_path(item.path, error)})
+    return summaries, failures
 
 
 def _with_path(path: str, error: Exception) -> str:

@@ -6,12 +6,18 @@ temporary file (or directory) beside the target, then a rename, so an error
 leaves no partial output and never harms the input.
 """
 
+import glob
 import importlib.util
 import os
 import re
 import shutil
 import sys
 import tempfile
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -26,6 +32,9 @@ SAVED_MODEL_FILES = {BINARY: "saved_model.pb", TEXT: "saved_model.pbtxt"}
 # out on purpose: it hashes the graph file, which a rewrite changes.
 SAVED_MODEL_MEMBERS = ("variables", "assets", "assets.extra", "keras_metadata.pb")
 PROTOBUF_LIMIT = 2**31 - 1
+TEMP_SUFFIX = ".graphgrad-tmp"
+MODEL_SUFFIXES = (".pb", ".pbtxt", ".meta")
+NOT_MODELS = {"fingerprint.pb", "keras_metadata.pb"}
 
 # The first field of a text message tells its kind.
 _TEXT_FIELDS = {
@@ -172,9 +181,14 @@ def _plausible_graph(graph_def) -> bool:
 
 def serialize(model: Model, encoding: str | None = None) -> bytes:
     """The bytes of ``model``'s message: deterministic for equal messages."""
-    if (encoding or model.encoding) == TEXT:
-        return text_format.MessageToString(model.message).encode("utf-8")
-    return model.message.SerializeToString(deterministic=True)
+    try:
+        if (encoding or model.encoding) == TEXT:
+            return text_format.MessageToString(model.message).encode("utf-8")
+        return model.message.SerializeToString(deterministic=True)
+    except (ValueError, OverflowError, MemoryError) as error:
+        raise ModelWriteError(
+            f"cannot serialize {model.path or 'the model'}: {error} (protobuf's limit is 2 GiB)"
+        ) from None
 
 
 def write_model(model: Model, out: str, encoding: str | None = None) -> bool:
@@ -212,8 +226,9 @@ def _atomic_write(path: str, data: bytes) -> bool:
                 if stream.read() == data:
                     return False
         directory = os.path.dirname(os.path.abspath(path))
+        _remove_stale_temporaries(directory, os.path.basename(path))
         descriptor, temporary = tempfile.mkstemp(
-            prefix=f".{os.path.basename(path)}.", suffix=".graphgrad-tmp", dir=directory
+            prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=directory
         )
     except OSError as error:
         raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
@@ -229,6 +244,33 @@ def _atomic_write(path: str, data: bytes) -> bool:
         if isinstance(error, OSError):
             raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
         raise
+    return True
+
+
+def _remove_stale_temporaries(directory: str, basename: str) -> None:
+    """Remove temporaries a killed graphgrad process left for this target.
+
+    Their names carry the writer's pid; only those of processes that are gone
+    are removed, so a concurrent writer's file is never touched.
+    """
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    pattern = re.compile(re.escape(f".{basename}.") + r"(\d+)\.[^.]+" + re.escape(TEMP_SUFFIX) + r"(\.old)?\Z")
+    for name in names:
+        match = pattern.match(name)
+        if match and not _alive(int(match.group(1))):
+            _remove(os.path.join(directory, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
     return True
 
 
@@ -263,7 +305,8 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
     parent = os.path.dirname(os.path.abspath(out_dir))
     staging = backup = None
     try:
-        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".graphgrad-tmp", dir=parent)
+        _remove_stale_temporaries(parent, os.path.basename(out_dir))
+        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent)
         for member in SAVED_MODEL_MEMBERS:
             source = os.path.join(model.root or "", member)
             if model.root and os.path.isdir(source):
@@ -319,3 +362,77 @@ def load_gradient_module(path: str):
             f"cannot load gradients from {path}: {type(error).__name__}: {error}"
         ) from error
     return module
+
+
+def find_models(path: str, recursive: bool = False) -> list[str]:
+    """Model files and SavedModel directories named by ``path``.
+
+    A file is itself; a SavedModel directory is one model; another directory
+    gives its ``.pb``/``.pbtxt``/``.meta`` files and SavedModels (and, with
+    ``recursive``, those of its subdirectories).
+    """
+    if not os.path.isdir(path) or _is_saved_model_dir(path):
+        return [path]
+    found = []
+    try:
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as error:
+        raise ModelReadError(f"cannot list {path}: {error.strerror or error}") from None
+    for entry in entries:
+        if entry.is_dir():
+            if _is_saved_model_dir(entry.path):
+                found.append(entry.path)
+            elif recursive:
+                found.extend(_models_below(entry.path))
+        elif entry.name.endswith(MODEL_SUFFIXES) and entry.name not in NOT_MODELS:
+            found.append(entry.path)
+    if not found:
+        raise ModelReadError(
+            f"{path} holds no model (.pb, .pbtxt, .meta files or SavedModel directories)"
+            + ("" if recursive else "; to search its subdirectories, add -r")
+        )
+    return found
+
+
+def _models_below(path: str) -> list[str]:
+    try:
+        return find_models(path, recursive=True)
+    except ModelReadError:
+        return []
+
+
+def _is_saved_model_dir(path: str) -> bool:
+    return any(os.path.isfile(os.path.join(path, name)) for name in SAVED_MODEL_FILES.values())
+
+
+def expand_pattern(pattern: str) -> list[str]:
+    """Paths a glob pattern matches (``**`` recurses), sorted; an existing path is itself."""
+    if os.path.exists(pattern) or not any(c in pattern for c in "*?["):
+        return [pattern]
+    matches = sorted(glob.glob(pattern, recursive=True))
+    if not matches:
+        raise ModelReadError(f"no file matches {pattern}")
+    return matches
+
+
+def read_rules_file(path: str) -> dict:
+    """A TOML rules file, parsed (not yet checked)."""
+    try:
+        with open(path, "rb") as stream:
+            return tomllib.load(stream)
+    except OSError as error:
+        raise GraphgradError(f"cannot read rules file {path}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise GraphgradError(f"{path} is not valid TOML: {error}") from None
+
+
+def backup_file(path: str, suffix: str) -> str:
+    """Copy ``path`` to ``path + suffix`` (atomically) before it is overwritten."""
+    target = path + suffix
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError as error:
+        raise ModelWriteError(f"cannot back up {path}: {error.strerror or error}") from None
+    _atomic_write(target, data)
+    return target

@@ -49,7 +49,9 @@ class RewriteReport:
     def changed(self) -> bool:
         return bool(self.changes)
 
-    def counts_by_op_type(self) -> dict[str, int]:
+    @property
+    def by_op_type(self) -> dict[str, int]:
+        """Changed nodes per op type."""
         return dict(sorted(Counter(change.op_type for change in self.changes).items()))
 
 

@@ -8,7 +8,7 @@ import difflib
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from .errors import SelectionError
+from .errors import SelectionError, SpecError
 from .spec import CUSTOM_GRADIENT, GradientSpec, parse_spec
 
 OP = "op"
@@ -51,23 +51,34 @@ _API_PREFIXES = ("tf.compat.v1.", "tf.math.", "tf.nn.", "tf.linalg.", "tf.raw_op
 
 @dataclass(frozen=True)
 class Rule:
-    """Give nodes selected by op type (``op``) or name glob (``node``) a gradient."""
+    """Give nodes selected by op type (``op``) or name glob (``node``) a gradient.
+
+    ``match``/``exclude`` narrow this rule alone; ``origin`` says where it came
+    from (a rules file entry) for messages.
+    """
 
     selector: str
     pattern: str
     spec: GradientSpec
+    match: tuple = ()
+    exclude: tuple = ()
+    origin: str = ""
 
     def __str__(self) -> str:
         if self.selector == DANGLING:
-            return f"--{DANGLING} {self.spec.canonical}"
-        return f"--{self.selector} {self.pattern}={self.spec.canonical}"
+            text = f"--{DANGLING} {self.spec.canonical}"
+        else:
+            text = f"--{self.selector} {self.pattern}={self.spec.canonical}"
+        return f"{self.origin} ({text.removeprefix('--')})" if self.origin else text
 
     def selects(self, node) -> bool:
         if self.selector == OP:
-            return node.op_type == self.pattern
-        if self.selector == DANGLING:
-            return bool(CUSTOM_GRADIENT.match(node.override or ""))
-        return fnmatchcase(node.name, self.pattern)
+            hit = node.op_type == self.pattern
+        elif self.selector == DANGLING:
+            hit = bool(CUSTOM_GRADIENT.match(node.override or ""))
+        else:
+            hit = fnmatchcase(node.name, self.pattern)
+        return hit and (not (self.match or self.exclude) or in_scope(node.name, self.match, self.exclude))
 
 
 def repair_rule(spec: str) -> Rule:
@@ -83,6 +94,49 @@ def parse_rule(selector: str, text: str) -> Rule:
         example = "Sign=ste" if selector == OP else "'encoder/*/Sign=ste'"
         raise SelectionError(f"--{selector} {text!r}: expected KEY=GRADIENT, e.g. --{selector} {example}")
     return Rule(selector, key, parse_spec(spec))
+
+
+_RULE_KEYS = {"op", "node", "gradient", "match", "exclude"}
+
+
+def rules_from_document(document: dict, origin: str) -> tuple:
+    """Rules from a parsed rules file: ``[[rule]]`` tables with ``op`` or ``node``,
+    ``gradient``, and optional ``match``/``exclude`` lists."""
+    entries = document.get("rule")
+    unknown = set(document) - {"rule"}
+    if unknown or not isinstance(entries, list) or not entries:
+        raise SelectionError(
+            f"{origin}: expected [[rule]] tables (with op or node, and gradient)"
+            + (f"; unknown top-level keys: {', '.join(sorted(unknown))}" if unknown else "")
+        )
+    rules = []
+    for number, entry in enumerate(entries, 1):
+        where = f"{origin} rule {number}"
+        if not isinstance(entry, dict):
+            raise SelectionError(f"{where}: expected a table")
+        extra = set(entry) - _RULE_KEYS
+        if extra:
+            raise SelectionError(f"{where}: unknown keys {', '.join(sorted(extra))}; known: {', '.join(sorted(_RULE_KEYS))}")
+        if ("op" in entry) == ("node" in entry):
+            raise SelectionError(f"{where}: give exactly one of op = \"TYPE\" or node = \"GLOB\"")
+        selector = OP if "op" in entry else NODE
+        values = {key: entry.get(key) for key in (selector, "gradient")}
+        if not all(isinstance(v, str) and v for v in values.values()):
+            raise SelectionError(f"{where}: {selector} and gradient must be non-empty strings")
+        globs = {}
+        for key in ("match", "exclude"):
+            value = entry.get(key, [])
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
+                raise SelectionError(f"{where}: {key} must be a list of globs")
+            globs[key] = tuple(value)
+        try:
+            spec = parse_spec(values["gradient"])
+        except SpecError as error:
+            raise SpecError(f"{where}: {error}") from None
+        rules.append(Rule(selector, values[selector], spec, globs["match"], globs["exclude"], where))
+    return tuple(rules)
 
 
 @dataclass
@@ -149,13 +203,19 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False) -> Sel
 
 
 def _miss_message(rule: Rule, nodes) -> str:
+    if rule.match or rule.exclude:
+        unscoped = Rule(rule.selector, rule.pattern, rule.spec)
+        if any(unscoped.selects(node) for node in nodes):
+            return f"{rule} selects no node within its own match/exclude"
     if rule.selector == OP:
         present = sorted({node.op_type for node in nodes})
         hints = suggest_op_types(rule.pattern, present)
-        return f"no node has op type {rule.pattern!r}" + (f" ({hints})" if hints else "")
-    names = [node.name for node in nodes]
-    hint = _suggest_names(rule.pattern, names)
-    return f"--node {rule.pattern!r} matches no node name" + (f" ({hint})" if hint else "")
+        message = f"no node has op type {rule.pattern!r}" + (f" ({hints})" if hints else "")
+    else:
+        names = [node.name for node in nodes]
+        hint = _suggest_names(rule.pattern, names)
+        message = f"--node {rule.pattern!r} matches no node name" + (f" ({hint})" if hint else "")
+    return f"{rule.origin}: {message}" if rule.origin else message
 
 
 def suggest_op_types(wanted: str, present: list[str]) -> str:

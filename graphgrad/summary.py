@@ -45,6 +45,7 @@ class ModelSummary:
     nodes_functions: int
     op_types: list = field(default_factory=list)
     overrides: list = field(default_factory=list)
+    graph_problems: list = field(default_factory=list)
 
     @property
     def problems(self) -> list:
@@ -98,6 +99,7 @@ def summarize(model: Model, functions: bool = True) -> ModelSummary:
         for op_type in sorted(top.keys() | in_functions.keys(), key=lambda t: (-(top[t] + in_functions[t]), t))
     ]
     graphs = model.graphs()
+    problems = [problem for label, graph_def in graphs for problem in graph_problems(graph_def, label)]
     return ModelSummary(
         path=model.path,
         kind=model.kind,
@@ -108,4 +110,25 @@ def summarize(model: Model, functions: bool = True) -> ModelSummary:
         nodes_functions=sum(in_functions.values()),
         op_types=op_types,
         overrides=overrides,
+        graph_problems=problems,
     )
+
+
+def graph_problems(graph_def, label: str = "") -> list[str]:
+    """Duplicate node names and inputs naming no node: TensorFlow refuses such graphs."""
+    where = f"{label}: " if label else ""
+    bodies = [("", list(graph_def.node), set())]
+    bodies += [
+        (f.signature.name + "/", list(f.node_def), {arg.name for arg in f.signature.input_arg})
+        for f in graph_def.library.function
+    ]
+    problems = []
+    for prefix, nodes, arguments in bodies:
+        counts = Counter(node.name for node in nodes)
+        problems += [f"{where}{count} nodes are named {prefix}{name}" for name, count in counts.items() if count > 1]
+        known = set(counts) | arguments
+        for node in nodes:
+            missing = [i for i in node.input if i.lstrip("^").split(":")[0] not in known]
+            if missing:
+                problems.append(f"{where}{prefix}{node.name} refers to missing input(s) {', '.join(missing)}")
+    return problems

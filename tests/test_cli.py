@@ -98,7 +98,7 @@ def test_repair_custom_gradient_in_one_command(tmp_path):
 @pytest.mark.parametrize(
     "args, expect, message",
     [
-        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste"], 2, "exactly one of -o OUT, --in-place, --dry-run"),
+        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste"], 2, "exactly one of -o OUT, --out-dir DIR, --in-place, --dry-run"),
         (["rewrite", "fixtures/binary_net.pb", "--dry-run"], 2, "give at least one rule"),
         (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=stee", "--dry-run"], 1, "Did you mean ste?"),
         (["rewrite", "fixtures/binary_net.pb", "--op", "sign=ste", "--dry-run"], 1, "did you mean Sign?"),
@@ -131,7 +131,8 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path):
     good.write_bytes(open(fixture("binary_net.pb"), "rb").read())
     result = run_cli("rewrite", bad, good, "--op", "Sign=ste", "--in-place", expect=1)
     assert "bad.pb is not a TensorFlow graph file" in result.stderr
-    assert "changed 4 node(s)" in result.stdout
+    assert "good.pb  changed  Sign 4" in result.stdout
+    assert "2 files: 1 changed, 1 error" in result.stdout
     assert bad.read_bytes() == b"garbage"
 
 

@@ -27,9 +27,10 @@ ALLOWED = {
     "embed": {"edit", "errors", "protos", "spec"},
     "surgery": {"edit", "embed", "errors", "model", "rewrite", "select", "spec"},
     "diff": {"model", "spec"},
-    "api": {"diff", "errors", "io", "rewrite", "summary", "surgery"},
+    "batch": {"errors", "io"},
+    "api": {"batch", "diff", "errors", "io", "rewrite", "summary", "surgery"},
     "runtime": {"errors", "gradients", "io", "model", "rewrite", "select", "spec"},
-    "cli": {"api", "cli", "edit", "errors", "gradients", "io", "model", "rewrite", "select", "spec", "summary", "surgery"},
+    "cli": {"api", "batch", "cli", "edit", "errors", "gradients", "io", "model", "rewrite", "select", "spec", "summary", "surgery"},
 }
 
 

@@ -39,7 +39,7 @@ def test_op_rule_sets_only_selected_nodes():
         "dense1/Sign": "graphgrad/ste(clip=1.0)",
         "dense2/binarize_weights/Sign": "graphgrad/ste(clip=1.0)",
     }
-    assert report.counts_by_op_type() == {"Sign": 4}
+    assert report.by_op_type == {"Sign": 4}
     assert overrides(model) == {}, "the input message must stay as it was"
     # Nothing but the override attribute changed.
     assert strip_overrides(result).message == model.message

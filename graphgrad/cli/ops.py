@@ -2,8 +2,7 @@
 
 import click
 
-from ..api import summarize_file
-from ..errors import GraphgradError
+from ..api import summarize_files
 from ..model import KIND_NAMES
 from ..summary import DANGLING, UNRESOLVED
 from . import options
@@ -12,23 +11,22 @@ from .render import echo_json, error, table
 
 @click.command("ops")
 @options.models_argument
+@options.recursive_option
 @options.format_option
 @options.functions_option
 @options.json_option
 @options.debug_option
-def ops_command(models, kind, functions, as_json):
+def ops_command(models, recursive, kind, functions, as_json):
     """List op types with node counts, and gradient overrides with their status.
 
-    Flags overrides no loading process can resolve, above all the
-    CustomGradient-<n> names tf.custom_gradient leaves in frozen graphs.
+    MODELS are files, directories (-r: recursively) and globs. Flags overrides
+    no loading process can resolve, above all the CustomGradient-<n> names
+    tf.custom_gradient leaves in frozen graphs, and graphs TensorFlow would
+    refuse (duplicate node names, inputs that name no node).
     """
-    summaries, failures = [], []
-    for path in models:
-        try:
-            summaries.append(summarize_file(path, kind, functions))
-        except GraphgradError as failure:
-            failures.append({"input": path, "error": str(failure)})
-            error(str(failure))
+    summaries, failures = summarize_files(models, recursive, kind, functions)
+    for failure in failures:
+        error(failure["error"])
     if as_json:
         echo_json({"files": summaries, "errors": failures})
     else:
@@ -49,6 +47,7 @@ def _render(summary) -> str:
     rows = [["op type", "nodes", "in functions"]]
     rows += [[c.op_type, c.top or "-", c.functions or "-"] for c in summary.op_types]
     lines.append(table(rows))
+    lines += [f"  ! {problem}" for problem in summary.graph_problems]
     if not summary.overrides:
         lines.append("  gradient overrides: none")
         return "\n".join(lines)
@@ -64,7 +63,7 @@ def _render(summary) -> str:
         lines.append(f"  ! {problem.value}: {problem.detail}")
         lines.append(
             f"    fix: graphgrad rewrite {summary.path} --node '{problem.node}=identity' --force "
-            "-o OUT  (or another gradient spec)"
+            "-o OUT  (or: --repair-dangling identity)"
         )
     return "\n".join(lines)
 

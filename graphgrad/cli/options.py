@@ -69,17 +69,44 @@ gradients_module_option = click.option(
 )
 
 
+recursive_option = click.option("-r", "--recursive", is_flag=True, help="Search directories for models recursively.")
+out_dir_option = click.option(
+    "--out-dir", metavar="DIR", help="Write each result under DIR, mirroring the input tree.",
+)
+backup_option = click.option(
+    "--backup", metavar="SUFFIX", help="With --in-place: keep each original as FILE+SUFFIX (e.g. .orig).",
+)
+jobs_option = click.option(
+    "-j", "--jobs", type=click.IntRange(1), default=1, show_default=True,
+    help="Worker processes; the results are those of -j 1.",
+)
+rules_file_option = click.option(
+    "--rules", "rules_files", multiple=True, type=click.Path(dir_okay=False), metavar="FILE.toml",
+    help="Rules from a TOML file: [[rule]] tables with op or node, gradient, and optional match/exclude.",
+)
+
+
 def output_options(command):
-    """-o / --in-place / --dry-run / --output-encoding, for commands that write models."""
+    """-o / --in-place / --dry-run / --output-encoding, for commands that write a model."""
     for option in reversed((output_option, in_place_option, dry_run_option, encoding_option)):
         command = option(command)
     return command
 
 
-def make_output(out, in_place, dry_run, encoding) -> OutputOptions:
-    if sum(bool(x) for x in (out, in_place, dry_run)) != 1:
-        raise click.UsageError("say where to write: exactly one of -o OUT, --in-place, --dry-run")
-    return OutputOptions(out=out, in_place=in_place, dry_run=dry_run, encoding=encoding)
+def batch_output_options(command):
+    """output_options plus --out-dir, --backup, -r and -j, for commands over many models."""
+    for option in reversed((out_dir_option, backup_option, recursive_option, jobs_option)):
+        command = option(command)
+    return output_options(command)
+
+
+def make_output(out, in_place, dry_run, encoding, out_dir=None, backup=None) -> OutputOptions:
+    """Check that exactly one destination is given; usage errors exit with 2."""
+    if sum(bool(x) for x in (out, out_dir, in_place, dry_run)) != 1:
+        raise click.UsageError("say where to write: exactly one of -o OUT, --out-dir DIR, --in-place, --dry-run")
+    if backup and not in_place:
+        raise click.UsageError("--backup goes with --in-place")
+    return OutputOptions(out=out, in_place=in_place, dry_run=dry_run, encoding=encoding, backup=backup)
 
 
 def _set_debug(ctx, _param, value):

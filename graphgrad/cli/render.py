@@ -1,7 +1,10 @@
 """Text and JSON output of the commands."""
 
+import contextlib
 import dataclasses
 import json
+import os
+import sys
 
 import click
 
@@ -25,8 +28,8 @@ def table(rows, indent: str = "  ") -> str:
 def to_jsonable(value):
     if dataclasses.is_dataclass(value):
         data = {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        for name in ("status", "problems"):
-            if hasattr(type(value), name):
+        for name, attribute in vars(type(value)).items():
+            if isinstance(attribute, property):
                 data[name] = to_jsonable(getattr(value, name))
         return data
     if isinstance(value, (list, tuple)):
@@ -44,11 +47,16 @@ def error(message: str) -> None:
     click.echo(f"graphgrad: error: {message}", err=True)
 
 
-def render_change_results(results, render_report) -> None:
-    """Per file: ``input -> output``, the report's lines, or the error.
+def render_change_results(results, render_report, summarize_report=None) -> None:
+    """One file: ``input -> output`` and the report's lines (or the error).
+    Several: a table, one row per file, and a count.
 
-    ``render_report(report, dry_run)`` returns the lines for one report.
+    ``render_report(report, dry_run)`` returns the lines for one report;
+    ``summarize_report(report)`` one cell for the table.
     """
+    if len(results) > 1 and summarize_report:
+        _render_table(results, summarize_report)
+        return
     for result in results:
         if result.error:
             error(result.error)
@@ -58,3 +66,30 @@ def render_change_results(results, render_report) -> None:
             click.echo(line)
         if result.output and result.report.changed and not result.written:
             click.echo("  output already up to date, not rewritten")
+
+
+def _render_table(results, summarize_report) -> None:
+    rows = [["file", "status", "changes"]]
+    for result in results:
+        detail = result.error if result.error else summarize_report(result.report)
+        rows.append([result.input, result.status, detail])
+    click.echo(table(rows, indent=""))
+    counts = {}
+    for result in results:
+        counts[result.status] = counts.get(result.status, 0) + 1
+    click.echo(f"{len(results)} files: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+    for result in results:
+        if result.error:
+            error(result.error)
+
+
+@contextlib.contextmanager
+def progress_bar(count: int, label: str):
+    """A progress bar on a terminal (files done/total, current file); nothing when piped."""
+    stream = sys.stderr
+    if count < 2 or not stream.isatty():
+        yield None
+        return
+    with click.progressbar(length=count, label=label, file=stream, show_pos=True,
+                           item_show_func=lambda path: path and os.path.basename(path)) as bar:
+        yield lambda item: bar.update(1, item.path)

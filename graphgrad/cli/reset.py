@@ -3,31 +3,39 @@
 import click
 
 from ..api import reset_files
+from ..batch import BatchOptions, plan
 from ..surgery import ResetOptions
 from . import options
-from .render import echo_json, render_change_results
+from .render import echo_json, progress_bar, render_change_results
 
 
 @click.command("reset")
 @options.models_argument
 @options.reset_op_option
 @options.reset_node_option
-@options.output_options
+@options.batch_output_options
 @options.functions_option
 @options.format_option
 @options.json_option
 @options.debug_option
-def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, functions, kind, as_json):
+def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out_dir, backup, recursive, jobs,
+                  functions, kind, as_json):
     """Remove overrides (all, or of the selected nodes) and undo graphgrad's
     inserted and embedded nodes, restoring the original wiring."""
-    output = options.make_output(out, in_place, dry_run, encoding)
-    results = reset_files(list(models), ResetOptions(op_types, globs, functions), output, kind)
+    output = options.make_output(out, in_place, dry_run, encoding, out_dir, backup)
+    batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs)
+    with progress_bar(len(plan(models, batch)[0]), "resetting") as progress:
+        results = reset_files(list(models), ResetOptions(op_types, globs, functions), output, kind, batch, progress)
     if as_json:
         echo_json({"files": results})
     else:
-        render_change_results(results, _render_report)
+        render_change_results(results, _render_report, _summarize_report)
     if any(result.error for result in results):
         raise SystemExit(1)
+
+
+def _summarize_report(report) -> str:
+    return f"{len(report.overrides)} override(s) removed, {len(report.undone)} edit(s) undone"
 
 
 def _render_report(report, dry_run) -> list[str]:

@@ -3,21 +3,23 @@
 import click
 
 from ..api import rewrite_files
-from ..io import load_gradient_module
+from ..batch import BatchOptions, plan
+from ..io import load_gradient_module, read_rules_file
 from ..rewrite import RewriteOptions
-from ..select import NODE, OP, parse_rule, repair_rule
+from ..select import NODE, OP, parse_rule, repair_rule, rules_from_document
 from . import options
-from .render import echo_json, render_change_results, table
+from .render import echo_json, progress_bar, render_change_results, table
 
 
 @click.command("rewrite")
 @options.models_argument
 @options.op_rule_option
 @options.node_rule_option
+@options.rules_file_option
 @options.repair_option
 @options.match_option
 @options.exclude_option
-@options.output_options
+@options.batch_output_options
 @options.embed_option
 @options.force_option
 @options.allow_missing_option
@@ -26,9 +28,13 @@ from .render import echo_json, render_change_results, table
 @options.gradients_module_option
 @options.json_option
 @options.debug_option
-def rewrite_command(models, op_rules, node_rules, repair, match, exclude, out, in_place, dry_run, encoding,
-                    embed, force, allow_missing, functions, kind, gradient_modules, as_json):
+def rewrite_command(models, op_rules, node_rules, rules_files, repair, match, exclude, out, in_place, dry_run,
+                    encoding, out_dir, backup, recursive, jobs, embed, force, allow_missing, functions, kind,
+                    gradient_modules, as_json):
     """Set the gradient of selected nodes (their _gradient_op_type attribute).
+
+    MODELS are files, directories (-r: recursively; a directory holding
+    saved_model.pb is one SavedModel) and globs.
 
     \b
     Examples:
@@ -37,29 +43,40 @@ def rewrite_command(models, op_rules, node_rules, repair, match, exclude, out, i
       graphgrad rewrite model.meta --node 'encoder/*/Round=QuantizeGrad' --exclude '*/head/*' -o out.meta
       graphgrad rewrite model.meta --repair-dangling identity -o repaired.meta
       graphgrad rewrite model.pb --op Sign=ste --embed -o self_contained.pb
+      graphgrad rewrite -r zoo/ --rules rules.toml --out-dir patched/ -j 2
 
     GRADIENT is a spec from `graphgrad gradients` (pipelines like ste|scale(0.5)),
     or tf:NAME for a name TensorFlow's own registry answers.
     """
-    output = options.make_output(out, in_place, dry_run, encoding)
-    if not op_rules and not node_rules and not repair:
-        raise click.UsageError("give at least one rule: --op TYPE=GRADIENT, --node GLOB=GRADIENT or --repair-dangling")
+    output = options.make_output(out, in_place, dry_run, encoding, out_dir, backup)
+    if not (op_rules or node_rules or rules_files or repair):
+        raise click.UsageError(
+            "give at least one rule: --op TYPE=GRADIENT, --node GLOB=GRADIENT, --rules FILE or --repair-dangling"
+        )
     for module in gradient_modules:
         load_gradient_module(module)
     rules = tuple(parse_rule(OP, text) for text in op_rules) + tuple(parse_rule(NODE, text) for text in node_rules)
+    for path in rules_files:
+        rules += rules_from_document(read_rules_file(path), path)
     if repair:
         rules += (repair_rule(repair),)
     rewrite_options = RewriteOptions(
         rules=rules, match=match, exclude=exclude, functions=functions,
         force=force, allow_missing=allow_missing, embed=embed,
     )
-    results = rewrite_files(list(models), rewrite_options, output, kind)
+    batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs, gradient_modules=gradient_modules)
+    with progress_bar(len(plan(models, batch)[0]), "rewriting") as progress:
+        results = rewrite_files(list(models), rewrite_options, output, kind, batch, progress)
     if as_json:
         echo_json({"files": results})
     else:
-        render_change_results(results, _render_report)
+        render_change_results(results, _render_report, _summarize_report)
     if any(result.error for result in results):
         raise SystemExit(1)
+
+
+def _summarize_report(report) -> str:
+    return ", ".join(f"{op_type} {count}" for op_type, count in report.by_op_type.items())
 
 
 def _render_report(report, dry_run) -> list[str]:

@@ -1,0 +1,107 @@
+"""Many inputs: expanding files, directories and globs into models, mirroring
+them under an output directory, and running the work in worker processes.
+
+Results come back in input order whatever the number of workers, so ``-j N``
+reports and writes exactly what ``-j 1`` does. One failing file never stops
+the others.
+"""
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, replace
+
+from .errors import GraphgradError
+from .io import expand_pattern, find_models, load_gradient_module
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """How inputs are found and processed: ``recursive`` directories, ``out_dir``
+    mirroring the input tree, ``jobs`` worker processes, user ``gradient_modules``
+    to import in each worker."""
+
+    recursive: bool = False
+    out_dir: str | None = None
+    jobs: int = 1
+    gradient_modules: tuple = ()
+
+
+@dataclass(frozen=True)
+class Item:
+    """One model to process, and where its output goes (None: in place or dry run)."""
+
+    path: str
+    out: str | None = None
+
+
+def plan(paths, batch: BatchOptions) -> tuple[list[Item], list[tuple[str, str]]]:
+    """Items for every model the arguments name, and (argument, error) for those naming none."""
+    items, problems, seen_outputs = [], [], {}
+    for argument in paths:
+        try:
+            base = _mirror_base(argument)
+            models = [model for match in expand_pattern(argument) for model in find_models(match, batch.recursive)]
+        except GraphgradError as error:
+            problems.append((argument, str(error)))
+            continue
+        for model in models:
+            out = None
+            if batch.out_dir:
+                relative = os.path.relpath(model, base) if base else os.path.basename(model.rstrip(os.sep))
+                out = os.path.normpath(os.path.join(batch.out_dir, relative))
+                if out in seen_outputs:
+                    problems.append((model, f"{model} and {seen_outputs[out]} would both be written to {out}"))
+                    continue
+                seen_outputs[out] = model
+            items.append(Item(model, out))
+    return items, problems
+
+
+def _mirror_base(argument: str) -> str | None:
+    """The folder an argument's models are mirrored relative to."""
+    if any(c in argument for c in "*?[") and not os.path.exists(argument):
+        static = []
+        for part in argument.split(os.sep):
+            if any(c in part for c in "*?["):
+                break
+            static.append(part)
+        return os.sep.join(static) or "."
+    if os.path.isdir(argument) and not os.path.isfile(os.path.join(argument, "saved_model.pb")) and not os.path.isfile(
+        os.path.join(argument, "saved_model.pbtxt")
+    ):
+        return argument
+    return None
+
+
+def _load_modules(paths) -> None:
+    for path in paths:
+        load_gradient_module(path)
+
+
+def run(items, work, batch: BatchOptions, progress=None) -> list:
+    """``work(item)`` for every item, in order; ``progress(item)`` after each."""
+    if batch.jobs <= 1 or len(items) <= 1:
+        results = []
+        for item in items:
+            results.append(work(item))
+            if progress:
+                progress(item)
+        return results
+    results = []
+    with ProcessPoolExecutor(
+        max_workers=batch.jobs, initializer=_load_modules, initargs=(batch.gradient_modules,)
+    ) as pool:
+        try:
+            for item, result in zip(items, pool.map(work, items, chunksize=1)):
+                results.append(result)
+                if progress:
+                    progress(item)
+        except BrokenProcessPool:
+            pass  # a worker died; the files it did not finish are reported below
+    return results + [None] * (len(items) - len(results))
+
+
+def with_output(output, item: Item):
+    """The per-file output options for ``item``."""
+    return replace(output, out=item.out) if item.out else output
