@@ -105,7 +105,7 @@ def test_repair_custom_gradient_in_one_command(tmp_path):
         (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", "fixtures/binary_net.pb"], 1, "use --in-place"),
         (["rewrite", "fixtures/custom_gradient.meta", "--op", "IdentityN=ste", "--dry-run"], 1, "add --force"),
         (["ops", "fixtures/absent.pb"], 1, "cannot read fixtures/absent.pb"),
-        (["ops", "fixtures"], 1, "without saved_model.pb"),
+        (["ops", "tests/golden"], 1, "tests/golden holds no model"),
         (["ops", "fixtures/make_fixtures.py"], 1, "not a TensorFlow graph file"),
     ],
 )
