@@ -7,7 +7,7 @@ from functools import partial
 from .batch import BatchOptions, Item, plan, run, with_output
 from .diff import ModelDifference, diff_models
 from .errors import GraphgradError, ModelWriteError
-from .io import backup_file, read_model, write_model
+from .io import backup_file, make_parent_directories, read_model, write_model
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
 from .summary import ModelSummary, summarize
 from .surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
@@ -26,6 +26,7 @@ class OutputOptions:
     dry_run: bool = False
     encoding: str | None = None
     backup: str | None = None
+    make_directories: bool = False
 
 
 @dataclass
@@ -69,6 +70,8 @@ def _change_file(path: str, output: OutputOptions, kind: str | None, operation) 
     if target and not unchanged_in_place:
         if output.in_place and output.backup:
             backup_file(model.path, output.backup)
+        if output.make_directories:
+            make_parent_directories(target)
         result.written = write_model(result_model, target, output.encoding)
     return result
 

@@ -104,4 +104,4 @@ def run(items, work, batch: BatchOptions, progress=None) -> list:
 
 def with_output(output, item: Item):
     """The per-file output options for ``item``."""
-    return replace(output, out=item.out) if item.out else output
+    return replace(output, out=item.out, make_directories=True) if item.out else output

@@ -436,3 +436,12 @@ def backup_file(path: str, suffix: str) -> str:
         raise ModelWriteError(f"cannot back up {path}: {error.strerror or error}") from None
     _atomic_write(target, data)
     return target
+
+
+def make_parent_directories(path: str) -> None:
+    """Create the directories ``path`` goes in (for --out-dir mirrors)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as error:
+        raise ModelWriteError(f"cannot create {directory}: {error.strerror or error}") from None

@@ -1,0 +1,160 @@
+"""Many files: directories, globs, --out-dir, --backup, -j, --rules, idempotence."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import fixture, run_cli
+from graphgrad import iter_nodes, read_model
+
+
+@pytest.fixture
+def zoo(tmp_path):
+    """A small model zoo: two teams, a SavedModel, and a file that is not a model."""
+    root = tmp_path / "zoo"
+    (root / "team_a" / "binary").mkdir(parents=True)
+    (root / "team_b").mkdir()
+    shutil.copy(fixture("binary_net.pb"), root / "team_a" / "binary" / "net.pb")
+    shutil.copy(fixture("binary_net.pbtxt"), root / "team_a" / "net_text.pbtxt")
+    shutil.copy(fixture("model.meta"), root / "team_b" / "model.meta")
+    shutil.copytree(fixture("saved_model"), root / "team_b" / "exported")
+    (root / "team_b" / "README.txt").write_text("not a model")
+    return root
+
+
+def overrides(path):
+    return sorted({r.override for r in iter_nodes(read_model(str(path))) if r.override})
+
+
+def test_directory_needs_r_to_recurse(zoo):
+    result = run_cli("ops", zoo, expect=1)
+    assert "holds no model" in result.stderr and "add -r" in result.stderr
+    listing = json.loads(run_cli("ops", "-r", zoo, "--json").stdout)
+    paths = [os.path.relpath(f["path"], zoo) for f in listing["files"]]
+    assert paths == [
+        "team_a/binary/net.pb", "team_a/net_text.pbtxt", "team_b/exported/saved_model.pb", "team_b/model.meta",
+    ]
+
+
+def test_out_dir_mirrors_the_input_tree(zoo, tmp_path):
+    out = tmp_path / "patched"
+    result = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--out-dir", out)
+    assert "4 files: 3 changed, 1 unchanged" in result.stdout
+    assert overrides(out / "team_a" / "binary" / "net.pb") == ["graphgrad/ste(clip=1.0)"]
+    assert read_model(str(out / "team_a" / "net_text.pbtxt")).encoding == "text"
+    assert sorted(os.listdir(out / "team_b" / "exported")) == ["assets", "saved_model.pb", "variables"]
+    assert overrides(out / "team_b" / "model.meta") == []
+
+
+def test_globs_are_expanded_and_mirrored(zoo, tmp_path):
+    out = tmp_path / "patched"
+    run_cli("rewrite", str(zoo / "**" / "*.pb"), "--op", "Sign=ste", "--out-dir", out)
+    assert sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs) == [
+        "team_a/binary/net.pb", "team_b/exported/assets/vocab.txt", "team_b/exported/saved_model.pb",
+        "team_b/exported/variables/variables.data-00000-of-00001", "team_b/exported/variables/variables.index",
+    ]
+    result = run_cli("rewrite", str(zoo / "nothing*.pb"), "--op", "Sign=ste", "--out-dir", out, expect=1)
+    assert "no file matches" in result.stderr
+
+
+def test_in_place_with_backup_and_idempotent_second_run(zoo):
+    net = zoo / "team_a" / "binary" / "net.pb"
+    original = net.read_bytes()
+    run_cli("rewrite", "-r", zoo / "team_a", "--op", "Sign=ste", "--in-place", "--backup", ".orig")
+    assert (zoo / "team_a" / "binary" / "net.pb.orig").read_bytes() == original
+    assert overrides(net) == ["graphgrad/ste(clip=1.0)"]
+    os.utime(net, (1, 1))
+    again = run_cli("rewrite", "-r", zoo / "team_a", "--op", "Sign=ste", "--in-place", "--backup", ".orig")
+    assert "2 files: 2 unchanged" in again.stdout
+    assert os.stat(net).st_mtime == 1, "an unchanged file is not touched"
+
+
+def test_jobs_give_the_same_results(zoo, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    first = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--out-dir", one, "--json")
+    second = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--out-dir", two, "--json", "-j", "2")
+    assert json.loads(first.stdout.replace(str(one), "OUT")) == json.loads(second.stdout.replace(str(two), "OUT"))
+    for directory, _, files in os.walk(one):
+        for name in files:
+            mirror = os.path.join(two, os.path.relpath(directory, one), name)
+            assert open(os.path.join(directory, name), "rb").read() == open(mirror, "rb").read()
+
+
+def test_json_report_for_ci(zoo, tmp_path):
+    bad = zoo / "team_b" / "broken.pb"
+    bad.write_bytes(b"\x00\x01garbage")
+    result = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--out-dir", tmp_path / "o",
+                     "--json", expect=1)
+    files = {os.path.basename(f["input"]): f for f in json.loads(result.stdout)["files"]}
+    assert files["broken.pb"]["status"] == "error" and "not a TensorFlow graph file" in files["broken.pb"]["error"]
+    assert files["net.pb"]["report"]["by_op_type"] == {"Sign": 4}
+    assert files["model.meta"]["status"] == "unchanged"
+
+
+def write_rules(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_rules_file_combines_with_command_line_rules(zoo, tmp_path):
+    rules = write_rules(tmp_path / "rules.toml", """
+[[rule]]
+op = "Sign"
+gradient = "ste(clip=2.0)"
+match = ["dense*"]
+
+[[rule]]
+node = "binarize_input/*"
+gradient = "identity"
+""")
+    out = tmp_path / "net.pb"
+    run_cli("rewrite", zoo / "team_a" / "binary" / "net.pb", "--rules", rules, "--node", "dense2/logits=tf:Identity", "-o", out)
+    values = {r.name: r.override for r in iter_nodes(read_model(str(out))) if r.override}
+    assert values == {
+        "binarize_input/Sign": "graphgrad/identity",
+        "dense1/binarize_weights/Sign": "graphgrad/ste(clip=2.0)",
+        "dense1/Sign": "graphgrad/ste(clip=2.0)",
+        "dense2/binarize_weights/Sign": "graphgrad/ste(clip=2.0)",
+        "dense2/logits": "Identity",
+    }
+
+
+def test_conflicting_rules_name_both(zoo, tmp_path):
+    rules = write_rules(tmp_path / "rules.toml", '[[rule]]\nop = "Sign"\ngradient = "ste"\n')
+    result = run_cli("rewrite", zoo / "team_a" / "binary" / "net.pb", "--rules", rules,
+                     "--node", "dense1/Sign=identity", "--dry-run", expect=1)
+    assert "rules disagree on 1 node(s): dense1/Sign (Sign): " in result.stderr
+    assert f"{rules} rule 1 (op Sign=ste(clip=1.0))" in result.stderr and "--node dense1/Sign=identity" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[[rule]]\nop = \"Sign\"\n", "op and gradient must be non-empty strings"),
+        ("[[rule]]\nop = \"Sign\"\nnode = \"x\"\ngradient = \"ste\"\n", "exactly one of op"),
+        ("[[rule]]\nop = \"Sign\"\ngradient = \"stee\"\n", "rule 1: unknown gradient 'stee'"),
+        ("[[rule]]\nop = \"Sign\"\ngradient = \"ste\"\nwhen = 1\n", "unknown keys when"),
+        ("rule = 3\n", "expected [[rule]] tables"),
+        ("[[rule]\n", "is not valid TOML"),
+    ],
+)
+def test_bad_rules_files(tmp_path, text, message):
+    rules = write_rules(tmp_path / "rules.toml", text)
+    result = run_cli("rewrite", fixture("binary_net.pb"), "--rules", rules, "--dry-run", expect=1)
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_destination_usage_errors(zoo, tmp_path):
+    result = run_cli("rewrite", zoo / "team_a", "-r", "--op", "Sign=ste", "-o", tmp_path / "x.pb", expect=1)
+    assert "use --out-dir or --in-place" in result.stderr
+    result = run_cli("rewrite", zoo, "--op", "Sign=ste", "--backup", ".orig", "--dry-run", expect=2)
+    assert "--backup goes with --in-place" in result.stderr
+
+
+def test_reset_over_a_batch(zoo):
+    run_cli("rewrite", "-r", zoo / "team_a", "--op", "Sign=ste", "--in-place")
+    result = run_cli("reset", "-r", zoo / "team_a", "--in-place")
+    assert "2 files: 2 changed" in result.stdout
+    assert overrides(zoo / "team_a" / "binary" / "net.pb") == []

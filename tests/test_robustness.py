@@ -1,0 +1,93 @@
+"""Bad input, faults, nothing lost (file level, no TensorFlow)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, fixture, run_cli
+from graphs import chain_graph
+from graphgrad import ModelReadError, RewriteOptions, parse_rule, read_model, rewrite_model, serialize
+from graphgrad.protos import AttrValue
+
+
+def test_a_valid_protobuf_of_another_kind(tmp_path):
+    other = tmp_path / "attr.pb"
+    other.write_bytes(AttrValue(s=b"hello", i=3).SerializeToString())
+    with pytest.raises(ModelReadError, match="not a TensorFlow graph file"):
+        read_model(str(other))
+
+
+def test_broken_symlink_and_unwritable_destinations(tmp_path):
+    link = tmp_path / "dangling.pb"
+    link.symlink_to(tmp_path / "gone.pb")
+    assert "cannot read" in run_cli("ops", link, expect=1).stderr
+    result = run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "-o", "/proc/graphgrad.pb", expect=1)
+    assert "cannot write /proc/graphgrad.pb" in result.stderr
+    result = run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "--out-dir", "/proc/graphgrad", expect=1)
+    assert "cannot create /proc/graphgrad" in result.stderr
+
+
+def test_file_over_the_protobuf_limit(tmp_path):
+    huge = tmp_path / "huge.pb"
+    with open(huge, "wb") as stream:
+        stream.truncate(2**31 + 10)  # sparse: no disk is used
+    result = run_cli("ops", huge, expect=1)
+    assert "protobuf cannot parse a message over 2 GiB" in result.stderr
+
+
+def test_saved_model_without_variables(tmp_path):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(fixture("saved_model", "saved_model.pb"), bare)
+    run_cli("rewrite", bare, "--op", "Sign=ste", "-o", tmp_path / "out")
+    assert os.listdir(tmp_path / "out") == ["saved_model.pb"]
+
+
+def test_duplicate_names_and_missing_inputs_are_flagged_not_fatal(tmp_path):
+    graph_def = chain_graph(4)
+    graph_def.node.add(name="layer1/Sign", op="Sign", input=["x"])
+    graph_def.node.add(name="orphan", op="Identity", input=["nowhere:0", "^ghost"])
+    path = tmp_path / "odd.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    result = run_cli("ops", path)
+    assert "! 2 nodes are named layer1/Sign" in result.stdout
+    assert "! orphan refers to missing input(s) nowhere:0, ^ghost" in result.stdout
+    rewritten = run_cli("rewrite", path, "--node", "layer1/Sign=ste", "-o", tmp_path / "out.pb")
+    assert "changed 2 node(s)" in rewritten.stdout
+
+
+def test_killed_workers_never_lose_an_original(tmp_path):
+    """SIGKILL the whole batch at random moments: each file is old or new, never broken."""
+    original = chain_graph(60000)
+    expected = serialize(rewrite_model(
+        read_model_bytes(original), RewriteOptions(rules=(parse_rule("op", "Sign=ste"),)))[0])
+    data = original.SerializeToString(deterministic=True)
+    folder = tmp_path / "zoo"
+    folder.mkdir()
+    command = [sys.executable, "-m", "graphgrad", "rewrite", str(folder), "--op", "Sign=ste", "--in-place", "-j", "2"]
+    for delay in (0.4, 0.8, 1.2, 1.6, 2.0):
+        for index in range(6):
+            (folder / f"m{index}.pb").write_bytes(data)
+        process = subprocess.Popen(command, cwd=ROOT, start_new_session=True,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        for index in range(6):
+            content = (folder / f"m{index}.pb").read_bytes()
+            assert content in (data, expected), f"m{index}.pb is neither the original nor the result"
+    finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr
+    assert sorted(os.listdir(folder)) == [f"m{index}.pb" for index in range(6)], "no temporary file is left"
+    assert all((folder / f"m{index}.pb").read_bytes() == expected for index in range(6))
+
+
+def read_model_bytes(graph_def):
+    from graphgrad.model import Model
+
+    return Model(graph_def, "graphdef", "binary")
