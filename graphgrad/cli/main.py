@@ -5,6 +5,7 @@ import traceback
 import click
 
 from ..errors import GraphgradError
+from .check import check_command
 from .diff import diff_command
 from .gradients import gradients_command
 from .insert import insert_command
@@ -20,6 +21,7 @@ Exit codes:
      a rule that selects nothing, an override that would be replaced without --force
   2  wrong usage (unknown option, missing argument)
   graphgrad diff: 0 equal, 1 different, 2 a file cannot be read
+  graphgrad check: 0 every x gets a usable gradient, 1 otherwise, 2 usage errors
 """
 
 
@@ -47,5 +49,6 @@ def main():
     """
 
 
-for command in (ops_command, rewrite_command, insert_command, reset_command, diff_command, gradients_command):
+for command in (ops_command, rewrite_command, insert_command, reset_command, diff_command, check_command,
+                gradients_command):
     main.add_command(command)

@@ -6,7 +6,7 @@ from ..api import summarize_files
 from ..model import KIND_NAMES
 from ..summary import DANGLING, UNRESOLVED
 from . import options
-from .render import echo_json, error, table
+from .render import echo_json, error, table, to_jsonable
 
 
 @click.command("ops")
@@ -14,9 +14,12 @@ from .render import echo_json, error, table
 @options.recursive_option
 @options.format_option
 @options.functions_option
+@click.option("--grad-status", is_flag=True,
+              help="Also say what TensorFlow's own gradient is for each op type: registered, zero, None or missing "
+              "(imports TensorFlow).")
 @options.json_option
 @options.debug_option
-def ops_command(models, recursive, kind, functions, as_json):
+def ops_command(models, recursive, kind, functions, grad_status, as_json):
     """List op types with node counts, and gradient overrides with their status.
 
     MODELS are files, directories (-r: recursively) and globs. Flags overrides
@@ -27,15 +30,27 @@ def ops_command(models, recursive, kind, functions, as_json):
     summaries, failures = summarize_files(models, recursive, kind, functions)
     for failure in failures:
         error(failure["error"])
+    statuses = [_grad_status(summary) if grad_status else None for summary in summaries]
     if as_json:
-        echo_json({"files": summaries, "errors": failures})
+        files = [to_jsonable(summary) | ({"grad_status": status} if status else {})
+                 for summary, status in zip(summaries, statuses)]
+        echo_json({"files": files, "errors": failures})
     else:
-        click.echo("\n\n".join(_render(summary) for summary in summaries))
+        click.echo("\n\n".join(_render(summary, status) for summary, status in zip(summaries, statuses)))
     if failures:
         raise SystemExit(1)
 
 
-def _render(summary) -> str:
+def _grad_status(summary) -> dict:
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from ..check import gradient_status
+
+    return gradient_status([count.op_type for count in summary.op_types])
+
+
+def _render(summary, status=None) -> str:
     graphs = f", {summary.graphs} graphs" if summary.graphs > 1 else ""
     functions = (
         f", {summary.functions} functions ({summary.nodes_functions} nodes)" if summary.functions else ""
@@ -44,8 +59,9 @@ def _render(summary) -> str:
         f"{summary.path}  ({KIND_NAMES[summary.kind]}, {summary.encoding}{graphs}): "
         f"{summary.nodes_top} nodes{functions}"
     ]
-    rows = [["op type", "nodes", "in functions"]]
-    rows += [[c.op_type, c.top or "-", c.functions or "-"] for c in summary.op_types]
+    rows = [["op type", "nodes", "in functions"] + (["TF gradient"] if status else [])]
+    rows += [[c.op_type, c.top or "-", c.functions or "-"] + ([status[c.op_type]] if status else [])
+             for c in summary.op_types]
     lines.append(table(rows))
     lines += [f"  ! {problem}" for problem in summary.graph_problems]
     if not summary.overrides:

@@ -1,0 +1,317 @@
+"""graphgrad check: compute dy/dx of a graph file with TensorFlow and explain it.
+
+For each x: connected or not; gradient None, all zero, finite, or NaN/Inf, and
+its norm. Along the paths from x to y: the gradient blockers (ops whose
+TensorFlow gradient is zero or None, unregistered ones, StopGradient, PyFunc
+without an override, integer or bool edges, dangling overrides), each with a
+ready ``graphgrad rewrite`` fix; and overrides that cannot take effect. Where
+the graph carries graphgrad overrides, the gradients without them too.
+
+TensorFlow is imported inside functions only, as in the runtime.
+"""
+
+import difflib
+import json
+from dataclasses import dataclass, field
+
+from .errors import GraphgradError, UnresolvedGradientsError
+from .io import read_model
+from .model import GRAPHDEF, METAGRAPH, Model, iter_nodes
+from .runtime import is_registered, register_gradients, tensorflow
+from .spec import ATTR, CUSTOM_GRADIENT
+from .surgery import ResetOptions, reset_model
+
+# Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
+# array_grad.py); a registry lookup cannot tell these from real gradients.
+NONE_GRADIENT = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "FloorMod", "ArgMax", "ArgMin", "TruncateDiv"}
+ZERO_GRADIENT = {"Sign"}
+STOPPERS = {"StopGradient", "PreventGradient"}
+QUANTIZERS = {"Sign", "Round", "Floor", "Ceil", "Rint"}
+CALL_OPS = {"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf", "While", "StatelessWhile", "Case"}
+
+
+class TensorNameError(GraphgradError):
+    """A tensor named on the command line is not in the graph (a usage error)."""
+
+
+@dataclass(frozen=True)
+class Blocker:
+    node: str
+    op_type: str
+    reason: str
+    fix: str
+
+
+@dataclass
+class Gradient:
+    """dy/dx for one x: ``status`` is none, zero, finite, nan or error."""
+
+    x: str
+    connected: bool
+    status: str
+    norm: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class CheckReport:
+    model: str
+    y: str
+    gradients: list = field(default_factory=list)
+    blockers: list = field(default_factory=list)
+    idle_overrides: list = field(default_factory=list)  # (node, value)
+    without_overrides: list = field(default_factory=list)  # Gradient, when the graph has overrides
+    feeds: dict = field(default_factory=dict)  # placeholder -> "given" / "random <dtype> <shape>"
+
+    @property
+    def ok(self) -> bool:
+        return all(g.status == "finite" for g in self.gradients)
+
+
+def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0, kind=None) -> CheckReport:
+    """Check the gradients dy/dx of the model at ``path`` (see the module doc)."""
+    model = read_model(path, kind)
+    report = CheckReport(model=path, y=y)
+    graph, session, unresolved = _load(model)
+    with graph.as_default():
+        y_tensor = _tensor(graph, y)
+        x_tensors = [_tensor(graph, x) for x in xs]
+        feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
+        for name, x in zip(xs, x_tensors):
+            report.gradients.append(_gradient(session, name, x, y_tensor, feed))
+        report.blockers = _blockers(graph, x_tensors, y_tensor, unresolved, path)
+        report.idle_overrides = _idle_overrides(graph, x_tensors, y_tensor)
+    if any(op.node_def.attr[ATTR].s.startswith(b"graphgrad/") for op in graph.get_operations()
+           if ATTR in op.node_def.attr):
+        plain, _ = reset_model(model, ResetOptions())
+        plain_graph, plain_session, _ = _load(plain)
+        with plain_graph.as_default():
+            plain_feed = {_tensor(plain_graph, t.name): v for t, v in feed.items()}
+            plain_y = _tensor(plain_graph, y)
+            report.without_overrides = [
+                _gradient(plain_session, name, _tensor(plain_graph, name), plain_y, plain_feed) for name in xs
+            ]
+    return report
+
+
+def _load(model: Model):
+    """A tf.Graph and Session with the model in it; unresolved override names."""
+    tf = tensorflow()
+    graph = tf.Graph()
+    unresolved = set()
+    try:
+        register_gradients(model)
+    except UnresolvedGradientsError:
+        unresolved = {value for value in _override_values(model) if not is_registered(value)}
+    session = tf.compat.v1.Session(graph=graph)
+    with graph.as_default():
+        if model.kind == GRAPHDEF:
+            tf.compat.v1.import_graph_def(_tf_message(tf.compat.v1.GraphDef, model.message), name="")
+        elif model.kind == METAGRAPH:
+            tf.compat.v1.train.import_meta_graph(_tf_message(tf.compat.v1.MetaGraphDef, model.message))
+            session.run(tf.compat.v1.global_variables_initializer())
+        else:
+            tags = list(model.message.meta_graphs[0].meta_info_def.tags)
+            tf.compat.v1.saved_model.loader.load(session, tags, model.root)
+    return graph, session, unresolved
+
+
+def _tf_message(message_type, message):
+    return message_type.FromString(message.SerializeToString())
+
+
+def _override_values(model: Model):
+    return {ref.override for ref in iter_nodes(model) if ref.override}
+
+
+def _tensor(graph, name: str):
+    full = name if ":" in name else name + ":0"
+    try:
+        return graph.get_tensor_by_name(full)
+    except (KeyError, ValueError):
+        names = [t.name for op in graph.get_operations() for t in op.outputs]
+        close = difflib.get_close_matches(full, names, n=3, cutoff=0.5)
+        hint = f"; close ones: {', '.join(close)}" if close else ""
+        raise TensorNameError(f"no tensor {name!r} in the graph{hint}") from None
+
+
+def _ancestors(tensors) -> set:
+    seen, stack = set(), [t.op for t in tensors]
+    while stack:
+        op = stack.pop()
+        if op not in seen:
+            seen.add(op)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    return seen
+
+
+def _feeds(graph, y, xs, given, batch, seed, report):
+    import numpy as np
+
+    tf = tensorflow()
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for name, value in given.items():
+        tensor = _tensor(graph, name)
+        feed[tensor] = _value(value, tensor.dtype.as_numpy_dtype)
+        report.feeds[tensor.name] = "given"
+    for op in sorted(_ancestors([y] + list(xs)), key=lambda op: op.name):
+        if op.type != "Placeholder" or op.outputs[0] in feed:
+            continue
+        tensor = op.outputs[0]
+        shape = [batch if d is None else d for d in (tensor.shape.as_list() if tensor.shape.rank is not None else [])]
+        dtype = tensor.dtype
+        if dtype.is_floating or dtype.is_complex:
+            value = rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
+        elif dtype == tf.bool:
+            value = rng.random(shape) < 0.5
+        elif dtype.is_integer:
+            value = rng.integers(0, 4, shape).astype(dtype.as_numpy_dtype)
+        else:
+            value = np.full(shape, b"", dtype=object)
+        feed[tensor] = value
+        report.feeds[tensor.name] = f"random {dtype.name} {shape}"
+    return feed
+
+
+def _value(text: str, dtype):
+    import numpy as np
+
+    if text.endswith(".npy"):
+        try:
+            return np.load(text, allow_pickle=False).astype(dtype)
+        except (OSError, ValueError) as error:
+            raise GraphgradError(f"cannot load {text}: {error}") from None
+    try:
+        return np.asarray(json.loads(text), dtype=dtype)
+    except (ValueError, TypeError) as error:
+        raise TensorNameError(f"--feed value {text!r}: expected a number, a JSON list or a .npy file ({error})") from None
+
+
+def _gradient(session, name, x, y, feed) -> Gradient:
+    import numpy as np
+
+    tf = tensorflow()
+    connected = x.op in _ancestors([y])
+    with session.graph.as_default():
+        try:
+            [grad] = tf.compat.v1.gradients(y, x)
+        except LookupError as error:
+            return Gradient(name, connected, "error", error=str(error).splitlines()[0])
+        if grad is None:
+            return Gradient(name, connected, "none")
+        value = session.run(tf.convert_to_tensor(grad), feed)
+    value = np.asarray(value, dtype=np.float64)
+    if not np.all(np.isfinite(value)):
+        return Gradient(name, connected, "nan", float("nan"))
+    norm = float(np.linalg.norm(value))
+    return Gradient(name, connected, "zero" if norm == 0 else "finite", norm)
+
+
+def _differentiable(dtype) -> bool:
+    return dtype.is_floating or dtype.is_complex or dtype.name in ("resource", "variant")
+
+
+def _between(xs, y, only_differentiable: bool) -> set:
+    """Ops on a path from some x to y (following only float edges if asked)."""
+    forward, stack = set(), [consumer for x in xs for consumer in x.consumers()]
+    while stack:
+        op = stack.pop()
+        if op in forward:
+            continue
+        forward.add(op)
+        for output in op.outputs:
+            if not only_differentiable or _differentiable(output.dtype):
+                stack.extend(output.consumers())
+    backward, stack = set(), [y.op]
+    while stack:
+        op = stack.pop()
+        if op in backward:
+            continue
+        backward.add(op)
+        stack.extend(t.op for t in op.inputs if not only_differentiable or _differentiable(t.dtype))
+    return forward & backward
+
+
+def _override(op):
+    if ATTR not in op.node_def.attr:
+        return None
+    return op.node_def.attr[ATTR].s.decode("utf-8", "replace")
+
+
+def _fix(path, op, spec) -> str:
+    force = " --force" if _override(op) else ""
+    return f"graphgrad rewrite {path} --node '{op.name}={spec}'{force} -o OUT"
+
+
+def _blockers(graph, xs, y, unresolved, path) -> list:
+    """Ops on float paths from x to y that stop the gradient; when no float path
+    is left, the integer or bool edges that cut them."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    registry = tf_ops._gradient_registry
+    float_path = _between(xs, y, only_differentiable=True)
+    blockers = []
+    for op in sorted(float_path, key=lambda op: op.name):
+        override = _override(op)
+        reason = None
+        if override is not None:
+            if override in unresolved:
+                why = "left by tf.custom_gradient" if CUSTOM_GRADIENT.match(override) else "not registered here"
+                reason = f"override {override!r} cannot be resolved ({why})"
+        elif op.type in CALL_OPS:
+            continue
+        elif op.type in STOPPERS:
+            reason = f"{op.type} stops the gradient"
+        elif op.type in ZERO_GRADIENT:
+            reason = "TensorFlow's gradient is zero everywhere"
+        elif op.type in NONE_GRADIENT:
+            reason = "TensorFlow's gradient is None"
+        else:
+            try:
+                if registry.lookup(op.type) is None:
+                    reason = ("PyFunc has no gradient unless overridden" if "PyFunc" in op.type
+                              else "TensorFlow registers it as not differentiable")
+            except LookupError:
+                reason = "no gradient is registered for this op type"
+        if reason:
+            blockers.append(Blocker(op.name, op.type, reason, _fix(path, op, "ste" if op.type in QUANTIZERS else "identity")))
+    if y.op not in float_path:
+        any_path = _between(xs, y, only_differentiable=False)
+        for op in sorted(any_path, key=lambda op: op.name):
+            edges = [t for t in op.outputs if not _differentiable(t.dtype) and any(c in any_path for c in t.consumers())]
+            if edges and any(_differentiable(t.dtype) for t in op.inputs):
+                blockers.append(Blocker(
+                    op.name, op.type,
+                    f"turns floats into {edges[0].dtype.name} ({edges[0].name}): TensorFlow never backpropagates "
+                    "through integer or bool tensors, so no override upstream of it fires",
+                    "no rewrite carries a gradient through this edge; keep the path in floats "
+                    "(e.g. Round instead of Cast to int, with --op Round=ste)",
+                ))
+    return blockers
+
+
+def _idle_overrides(graph, xs, y) -> list:
+    path_ops = _between(xs, y, only_differentiable=True)
+    return [(op.name, _override(op)) for op in graph.get_operations()
+            if _override(op) is not None and op not in path_ops]
+
+
+def gradient_status(op_types) -> dict:
+    """For each op type, what TensorFlow's own gradient is: registered, zero, None or missing."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    tensorflow()
+    status = {}
+    for op_type in op_types:
+        if op_type in ZERO_GRADIENT:
+            status[op_type] = "zero"
+        elif op_type in NONE_GRADIENT:
+            status[op_type] = "None"
+        else:
+            try:
+                status[op_type] = "None" if tf_ops._gradient_registry.lookup(op_type) is None else "registered"
+            except LookupError:
+                status[op_type] = "missing"
+    return status

@@ -1,0 +1,81 @@
+"""graphgrad check: verify and explain the gradients of a graph file (needs TensorFlow)."""
+
+import os
+import sys
+
+import click
+
+from ..check import TensorNameError, check_model
+from . import options
+from .render import echo_json, error, table
+
+
+@click.command("check")
+@click.argument("model", type=click.Path())
+@click.option("--x", "xs", multiple=True, required=True, metavar="TENSOR", help="Differentiate with respect to TENSOR (repeatable).")
+@click.option("--y", required=True, metavar="TENSOR", help="The tensor to differentiate.")
+@click.option("--feed", "feeds", multiple=True, metavar="NAME=VALUE",
+              help="A value for a placeholder: a number, a JSON list, or a .npy file. Others get random values.")
+@click.option("--batch", type=click.IntRange(1), default=1, show_default=True, help="Size of unknown dimensions in random feeds.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random feeds.")
+@options.format_option
+@options.json_option
+@options.debug_option
+def check_command(model, xs, y, feeds, batch, seed, kind, as_json):
+    """Compute dy/dx with TensorFlow and explain it: connected or not, None /
+    zero / finite / NaN, the gradient blockers on the path with a ready fix,
+    overrides that cannot take effect, and (for graphs with graphgrad
+    overrides) the gradients without them.
+
+    Exit 0 when every x gets a finite, not-all-zero gradient; 1 otherwise;
+    2 for usage errors such as unknown tensor names.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    given = {}
+    for text in feeds:
+        name, separator, value = text.partition("=")
+        if not separator:
+            raise click.UsageError(f"--feed {text!r}: expected NAME=VALUE")
+        given[name] = value
+    try:
+        report = check_model(model, xs, y, given, batch, seed, kind)
+    except TensorNameError as failure:
+        error(str(failure))
+        sys.exit(2)
+    if as_json:
+        echo_json(report)
+    else:
+        _render(report)
+    sys.exit(0 if report.ok else 1)
+
+
+def _render(report) -> None:
+    click.echo(f"{report.model}: d {report.y} / d x")
+    rows = [["x", "connected", "gradient", "norm"]]
+    plain = {g.x: g for g in report.without_overrides}
+    if plain:
+        rows[0] += ["without overrides", "norm"]
+    for gradient in report.gradients:
+        row = [gradient.x, "yes" if gradient.connected else "no", gradient.status,
+               "-" if gradient.norm is None else f"{gradient.norm:.6g}"]
+        if plain:
+            other = plain[gradient.x]
+            row += [other.status, "-" if other.norm is None else f"{other.norm:.6g}"]
+        rows.append(row)
+    click.echo(table(rows))
+    for gradient in report.gradients:
+        if gradient.error:
+            click.echo(f"  {gradient.x}: TensorFlow says: {gradient.error.split('. ')[0]}")
+    if report.blockers:
+        click.echo("gradient blockers on the path:")
+        for blocker in report.blockers:
+            click.echo(f"  {blocker.node} ({blocker.op_type}): {blocker.reason}")
+            click.echo(f"    fix: {blocker.fix}")
+    if report.idle_overrides:
+        click.echo("overrides that cannot take effect (not on a differentiable path from x to y):")
+        for node, value in report.idle_overrides:
+            click.echo(f"  {node}: {value}")
+    random = {name: how for name, how in report.feeds.items() if how != "given"}
+    if random:
+        click.echo("feeds: " + ", ".join(f"{name} {how}" for name, how in random.items()))
+    click.echo("ok" if report.ok else "not ok: some x gets no usable gradient")

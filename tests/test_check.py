@@ -1,0 +1,104 @@
+"""graphgrad check and ops --grad-status (need TensorFlow)."""
+
+import json
+
+import numpy as np
+
+from conftest import fixture, run_cli
+from tf_helpers import tf, v1
+
+
+def save(tmp_path, graph, name="g.pb"):
+    path = tmp_path / name
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path
+
+
+def check_json(*args, expect):
+    return json.loads(run_cli("check", *args, "--json", expect=expect).stdout)
+
+
+def test_sign_blocks_until_rewritten(tmp_path):
+    report = check_json(fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", expect=1)
+    assert [g["status"] for g in report["gradients"]] == ["zero"]
+    assert [(b["node"], b["reason"]) for b in report["blockers"]] == [
+        ("binarize_input/Sign", "TensorFlow's gradient is zero everywhere"),
+        ("dense1/Sign", "TensorFlow's gradient is zero everywhere"),
+    ]
+    assert report["blockers"][0]["fix"] == f"graphgrad rewrite {fixture('binary_net.pb')} --node 'binarize_input/Sign=ste' -o OUT"
+
+    patched = tmp_path / "patched.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=identity", "-o", patched)
+    text = run_cli("check", patched, "--x", "x", "--y", "dense2/logits", "--batch", "4").stdout
+    assert "x  yes        finite" in text and "without overrides" in text
+    report = check_json(patched, "--x", "x", "--y", "dense2/logits", expect=0)
+    assert report["ok"] and report["blockers"] == []
+    assert [g["status"] for g in report["without_overrides"]] == ["zero"]
+    assert [node for node, _ in report["idle_overrides"]] == ["dense1/binarize_weights/Sign", "dense2/binarize_weights/Sign"]
+
+
+def test_round_and_pyfunc_give_none():
+    report = check_json(fixture("ops_mix.pb"), "--x", "x", "--y", "out", expect=1)
+    assert report["gradients"][0]["status"] == "none"
+    reasons = {b["node"]: b["reason"] for b in report["blockers"]}
+    assert reasons == {"round": "TensorFlow's gradient is None", "py_identity": "PyFunc has no gradient unless overridden"}
+
+
+def test_dangling_override_is_named():
+    report = check_json(fixture("custom_gradient.meta"), "--x", "x", "--y", "loss", expect=1)
+    assert report["gradients"][0]["status"] == "error"
+    [blocker] = report["blockers"]
+    assert blocker["node"] == "IdentityN" and "cannot be resolved (left by tf.custom_gradient)" in blocker["reason"]
+    assert blocker["fix"].endswith("--node 'IdentityN=identity' --force -o OUT")
+
+
+def test_integer_edges_and_stop_gradient(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None], name="x")
+        quantized = tf.cast(tf.cast(x * 4.0, tf.int32, name="to_int"), tf.float32)
+        tf.reduce_sum(quantized, name="via_int")
+        tf.reduce_sum(tf.stop_gradient(x, name="stop") * 2.0, name="via_stop")
+    path = save(tmp_path, graph)
+    report = check_json(path, "--x", "x", "--y", "via_int", expect=1)
+    assert report["gradients"][0]["status"] == "none"
+    [blocker] = report["blockers"]
+    assert blocker["node"] == "to_int" and "turns floats into int32" in blocker["reason"]
+    report = check_json(path, "--x", "x", "--y", "via_stop", expect=1)
+    assert [(b["node"], b["reason"]) for b in report["blockers"]] == [("stop", "StopGradient stops the gradient")]
+    fixed = tmp_path / "fixed.pb"
+    run_cli("rewrite", path, "--node", "stop=identity", "-o", fixed)
+    assert check_json(fixed, "--x", "x", "--y", "via_stop", expect=0)["gradients"][0]["status"] == "finite"
+
+
+def test_feeds_nan_and_disconnected(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [2], name="x")
+        other = v1.placeholder(tf.float32, [2], name="other")
+        tf.reduce_sum(tf.sqrt(x), name="root")
+        tf.reduce_sum(other * 2.0, name="unrelated")
+    path = save(tmp_path, graph)
+    np.save(tmp_path / "x.npy", np.array([0.0, 4.0], np.float32))
+    report = check_json(path, "--x", "x", "--y", "root", "--feed", f"x={tmp_path / 'x.npy'}", expect=1)
+    assert report["gradients"][0]["status"] == "nan" and report["feeds"] == {"x:0": "given"}
+    report = check_json(path, "--x", "x", "--y", "root", "--feed", "x=[1.0, 4.0]", expect=0)
+    assert abs(report["gradients"][0]["norm"] - np.hypot(0.5, 0.25)) < 1e-6
+    report = check_json(path, "--x", "x", "--y", "unrelated", expect=1)
+    assert report["gradients"][0] == {"x": "x", "connected": False, "status": "none", "norm": None, "error": None}
+
+
+def test_usage_errors_exit_2(tmp_path):
+    result = run_cli("check", fixture("binary_net.pb"), "--x", "xx", "--y", "dense2/logits", expect=2)
+    assert "no tensor 'xx' in the graph; close ones: x:0" in result.stderr
+    result = run_cli("check", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "--feed", "x=oops", expect=2)
+    assert "expected a number, a JSON list or a .npy file" in result.stderr
+
+
+def test_ops_grad_status():
+    result = run_cli("ops", fixture("ops_mix.pb"), "--grad-status", "--json")
+    status = json.loads(result.stdout)["files"][0]["grad_status"]
+    assert status["Round"] == "None" and status["PyFunc"] == "None"
+    assert status["Relu"] == "registered" and status["Placeholder"] == "missing"
+    text = run_cli("ops", fixture("binary_net.pb"), "--grad-status").stdout
+    assert "Sign             4             -  zero" in text
