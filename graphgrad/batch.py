@@ -7,8 +7,6 @@ the others.
 """
 
 import os
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 
 from .errors import GraphgradError
@@ -88,6 +86,9 @@ def run(items, work, batch: BatchOptions, progress=None) -> list:
             if progress:
                 progress(item)
         return results
+    from concurrent.futures import ProcessPoolExecutor  # only for -j > 1
+    from concurrent.futures.process import BrokenProcessPool
+
     results = []
     with ProcessPoolExecutor(
         max_workers=batch.jobs, initializer=_load_modules, initargs=(batch.gradient_modules,)

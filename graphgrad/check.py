@@ -10,7 +10,6 @@ the graph carries graphgrad overrides, the gradients without them too.
 TensorFlow is imported inside functions only, as in the runtime.
 """
 
-import difflib
 import json
 from dataclasses import dataclass, field
 
@@ -129,6 +128,8 @@ def _tensor(graph, name: str):
     try:
         return graph.get_tensor_by_name(full)
     except (KeyError, ValueError):
+        import difflib
+
         names = [t.name for op in graph.get_operations() for t in op.outputs]
         close = difflib.get_close_matches(full, names, n=3, cutoff=0.5)
         hint = f"; close ones: {', '.join(close)}" if close else ""

@@ -3,8 +3,6 @@ attributes (``_gradient_op_type`` above all), top level and function bodies."""
 
 from dataclasses import dataclass, field
 
-from google.protobuf import text_format
-
 from .model import Model, iter_nodes
 from .spec import ATTR
 
@@ -31,6 +29,8 @@ class ModelDifference:
 
 
 def _short(attr) -> str:
+    from google.protobuf import text_format
+
     text = text_format.MessageToString(attr, as_one_line=True)
     return text if len(text) <= 60 else text[:57] + "..."
 

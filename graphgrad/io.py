@@ -6,20 +6,12 @@ temporary file (or directory) beside the target, then a rename, so an error
 leaves no partial output and never harms the input.
 """
 
-import glob
-import importlib.util
 import os
 import re
 import shutil
 import sys
 import tempfile
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
-from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from .errors import GraphgradError, ModelReadError, ModelWriteError
@@ -110,6 +102,8 @@ def parse_model_bytes(data: bytes, kind: str | None = None, path: str = "<bytes>
 
 
 def _parse_text(data: bytes, kind, path, first_field):
+    from google.protobuf import text_format  # only for text files
+
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -183,6 +177,8 @@ def serialize(model: Model, encoding: str | None = None) -> bytes:
     """The bytes of ``model``'s message: deterministic for equal messages."""
     try:
         if (encoding or model.encoding) == TEXT:
+            from google.protobuf import text_format
+
             return text_format.MessageToString(model.message).encode("utf-8")
         return model.message.SerializeToString(deterministic=True)
     except (ValueError, OverflowError, MemoryError) as error:
@@ -345,6 +341,8 @@ def load_gradient_module(path: str):
 
     This runs the file's code: call it only for files the user named.
     """
+    import importlib.util
+
     name = "graphgrad_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or not os.path.isfile(path):
@@ -409,6 +407,8 @@ def expand_pattern(pattern: str) -> list[str]:
     """Paths a glob pattern matches (``**`` recurses), sorted; an existing path is itself."""
     if os.path.exists(pattern) or not any(c in pattern for c in "*?["):
         return [pattern]
+    import glob
+
     matches = sorted(glob.glob(pattern, recursive=True))
     if not matches:
         raise ModelReadError(f"no file matches {pattern}")
@@ -417,6 +417,10 @@ def expand_pattern(pattern: str) -> list[str]:
 
 def read_rules_file(path: str) -> dict:
     """A TOML rules file, parsed (not yet checked)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
     try:
         with open(path, "rb") as stream:
             return tomllib.load(stream)

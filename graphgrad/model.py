@@ -11,7 +11,6 @@ TensorFlow's own): they only use field names, which the two share.
 """
 
 from dataclasses import dataclass, replace
-from typing import Iterator
 
 from .spec import ATTR
 
@@ -62,23 +61,23 @@ def graphs_of(message, kind: str) -> list[tuple[str, object]]:
     ]
 
 
-@dataclass(frozen=True)
 class NodeRef:
-    """A node of a graph, top level (``function`` None) or in a function body."""
+    """A node of a graph, top level (``function`` None) or in a function body.
 
-    graph: str
-    function: str | None
-    node: object  # NodeDef
+    A plain slotted class: graphs have 100k nodes and this is made for each.
+    """
 
-    @property
-    def name(self) -> str:
-        if self.function is None:
-            return self.node.name
-        return f"{self.function}/{self.node.name}"
+    __slots__ = ("graph", "function", "node", "name", "op_type")
 
-    @property
-    def op_type(self) -> str:
-        return self.node.op
+    def __init__(self, graph: str, function: str | None, node):
+        self.graph = graph
+        self.function = function
+        self.node = node  # NodeDef
+        self.name = node.name if function is None else f"{function}/{node.name}"
+        self.op_type = node.op
+
+    def __repr__(self) -> str:
+        return f"NodeRef({self.graph!r}, {self.name!r}, {self.op_type!r})"
 
     @property
     def override(self) -> str | None:
@@ -101,23 +100,22 @@ def set_override(node_def, value: str | None) -> None:
         if ATTR in node_def.attr:
             del node_def.attr[ATTR]
         return
-    attr = node_def.attr[ATTR]
-    attr.Clear()
-    attr.s = value.encode("utf-8")
+    node_def.attr[ATTR].s = value.encode("utf-8")  # AttrValue's value is a oneof: this replaces any other
 
 
-def iter_graph_nodes(graph_def, label: str = "", functions: bool = True) -> Iterator[NodeRef]:
-    """Nodes of one GraphDef: top level first, then function bodies."""
-    for node in graph_def.node:
-        yield NodeRef(label, None, node)
+def iter_graph_nodes(graph_def, label: str = "", functions: bool = True, op_types=None) -> list[NodeRef]:
+    """Nodes of one GraphDef: top level first, then function bodies.
+
+    ``op_types`` (a set) skips other nodes before any per-node object is made.
+    """
+    bodies = [(None, graph_def.node)]
     if functions:
-        for function in graph_def.library.function:
-            name = function.signature.name
-            for node in function.node_def:
-                yield NodeRef(label, name, node)
+        bodies += [(function.signature.name, function.node_def) for function in graph_def.library.function]
+    if op_types is None:
+        return [NodeRef(label, name, node) for name, nodes in bodies for node in nodes]
+    return [NodeRef(label, name, node) for name, nodes in bodies for node in nodes if node.op in op_types]
 
 
-def iter_nodes(model: Model, functions: bool = True) -> Iterator[NodeRef]:
-    """Every node of every graph in ``model``."""
-    for label, graph_def in model.graphs():
-        yield from iter_graph_nodes(graph_def, label, functions)
+def iter_nodes(model: Model, functions: bool = True, op_types=None) -> list[NodeRef]:
+    """Every node of every graph in ``model`` (of ``op_types`` only, if given)."""
+    return [ref for label, graph_def in model.graphs() for ref in iter_graph_nodes(graph_def, label, functions, op_types)]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .errors import SelectionError
 from .model import Model, iter_nodes
-from .select import DANGLING, select_nodes
+from .select import DANGLING, op_types_needed, select_nodes
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class RewriteOptions:
     embed: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NodeChange:
     """One node's override before and after (None: no override)."""
 
@@ -55,14 +55,17 @@ class RewriteReport:
         return dict(sorted(Counter(change.op_type for change in self.changes).items()))
 
 
-def apply_rules(nodes, options: RewriteOptions) -> RewriteReport:
+def apply_rules(nodes, options: RewriteOptions, all_nodes=None) -> RewriteReport:
     """Set the override of every node the rules select, in place, and report.
 
+    ``all_nodes()`` gives every node when ``nodes`` was pre-filtered (for hints).
     A node that carries a different override already is refused unless
     ``options.force`` (or the rule repairs dangling overrides); nothing is
     changed then.
     """
-    selection = select_nodes(nodes, options.rules, options.match, options.exclude, options.allow_missing)
+    selection = select_nodes(
+        nodes, options.rules, options.match, options.exclude, options.allow_missing, all_nodes
+    )
     report = RewriteReport(notes=list(selection.notes))
     refused = []
     for node, rule in selection.matches:
@@ -92,5 +95,9 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
     The input is left as it was unless ``inplace``.
     """
     result = model if inplace else model.copy()
-    report = apply_rules(iter_nodes(result, options.functions), options)
+    op_types = op_types_needed(options.rules, options.match, options.exclude)
+    report = apply_rules(
+        iter_nodes(result, options.functions, op_types), options,
+        all_nodes=lambda: iter_nodes(result, options.functions),
+    )
     return result, report

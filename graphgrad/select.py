@@ -4,7 +4,6 @@ rule selects nothing (``sign`` for ``Sign``, ``stack`` for ``Pack``, ...).
 Works on any nodes with ``name`` and ``op_type`` (file nodes or live ops).
 """
 
-import difflib
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -154,31 +153,55 @@ def in_scope(name: str, match=(), exclude=()) -> bool:
     return not any(fnmatchcase(name, glob) for glob in exclude)
 
 
-def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False) -> Selection:
+def op_types_needed(rules, match=(), exclude=()):
+    """The op types that can matter, when only plain --op rules are given; else None.
+
+    Lets callers skip every other node cheaply (see ``select_nodes``'s ``all_nodes``).
+    """
+    if match or exclude or any(rule.selector != OP or rule.match or rule.exclude for rule in rules):
+        return None
+    return {rule.pattern for rule in rules}
+
+
+def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_nodes=None) -> Selection:
     """Match ``rules`` against ``nodes``.
 
     Raises :class:`SelectionError` when rules that would both apply to a node
     disagree, or when a rule selects nothing (with hints); ``allow_missing``
-    turns the latter into notes.
+    turns the latter into notes. When ``nodes`` was pre-filtered by
+    :func:`op_types_needed`, ``all_nodes()`` gives every node, for the hints.
     """
     nodes = list(nodes)
     selection = Selection()
-    hits = {rule: 0 for rule in rules}
-    hits_in_scope = set()
+    rules = list(rules)
+    counts = [0] * len(rules)
+    counts_in_scope = [0] * len(rules)
     conflicts = []
+    # Op-type rules without a scope of their own are looked up by type; the rest
+    # are tried node by node. Rule order is kept for the choice between rules.
+    by_type, others = {}, []
+    for order, rule in enumerate(rules):
+        if rule.selector == OP and not (rule.match or rule.exclude):
+            by_type.setdefault(rule.pattern, []).append((order, rule))
+        else:
+            others.append((order, rule))
+    narrowed = bool(match or exclude)
     for node in nodes:
-        selecting = [rule for rule in rules if rule.selects(node)]
+        selecting = by_type.get(node.op_type, [])
+        if others:
+            selecting = sorted(selecting + [(order, rule) for order, rule in others if rule.selects(node)])
         if not selecting:
             continue
-        for rule in selecting:
-            hits[rule] += 1
-        if not in_scope(node.name, match, exclude):
+        for order, _ in selecting:
+            counts[order] += 1
+        if narrowed and not in_scope(node.name, match, exclude):
             continue
-        hits_in_scope.update(selecting)
-        chosen = selecting[0]
+        chosen = selecting[0][1]
+        for order, _ in selecting:
+            counts_in_scope[order] += 1
         conflicts += [
             f"{node.name} ({node.op_type}): {chosen} and {rule}"
-            for rule in selecting[1:]
+            for _, rule in selecting[1:]
             if rule.spec != chosen.spec
         ]
         selection.matches.append((node, chosen))
@@ -188,13 +211,16 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False) -> Sel
             f"{' ...' if len(conflicts) > 5 else ''}. To fix this, narrow one rule "
             "(--exclude, a tighter --node glob) so each node gets one gradient."
         )
-    repairs = [rule for rule in rules if rule.selector == DANGLING and hits[rule] == 0]
+    unused = [rule for rule, count in zip(rules, counts) if count == 0]
+    repairs = [rule for rule in unused if rule.selector == DANGLING]
     selection.notes += ["no node carries a dangling CustomGradient-<n> override" for _ in repairs]
-    misses = [_miss_message(rule, nodes) for rule in rules if hits[rule] == 0 and rule not in repairs]
+    if len(unused) > len(repairs) and all_nodes is not None:
+        nodes = list(all_nodes())
+    misses = [_miss_message(rule, nodes) for rule in unused if rule not in repairs]
     misses += [
         f"{rule} selects no node left by --match/--exclude"
-        for rule in rules
-        if hits[rule] and rule not in hits_in_scope
+        for rule, count, in_scope_count in zip(rules, counts, counts_in_scope)
+        if count and not in_scope_count
     ]
     if misses and not allow_missing:
         raise SelectionError("; ".join(misses))
@@ -237,6 +263,8 @@ def suggest_op_types(wanted: str, present: list[str]) -> str:
             f"{wanted} is a Python API name that creates op type {' or '.join(api_types)}, "
             "and this graph has none"
         )
+    import difflib  # only on this error path
+
     close = difflib.get_close_matches(wanted, present, n=3, cutoff=0.6)
     if close:
         return f"did you mean {' or '.join(close)}?"
@@ -251,5 +279,7 @@ def _suggest_names(pattern: str, names: list[str]) -> str:
                 f"globs match whole names; {len(suffixed)} name(s) end in /{pattern}, "
                 f"e.g. {suffixed[0]}: try '*/{pattern}'"
             )
+    import difflib
+
     close = difflib.get_close_matches(pattern, names[:20000], n=3, cutoff=0.6)
     return f"close names: {', '.join(close)}" if close else ""

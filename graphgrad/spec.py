@@ -16,6 +16,7 @@ namespace keeps clear of names users register themselves.
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from .errors import SpecError
 from .gradients import REGISTRY, TRANSFORM
@@ -61,13 +62,13 @@ class GradientSpec:
     stages: tuple = ()
     tf_name: str | None = None
 
-    @property
+    @cached_property
     def canonical(self) -> str:
         if self.tf_name is not None:
             return TF_PREFIX + self.tf_name
         return "|".join(stage.canonical() for stage in self.stages)
 
-    @property
+    @cached_property
     def attr_value(self) -> str:
         """The string written to the node's ``_gradient_op_type``."""
         if self.tf_name is not None:

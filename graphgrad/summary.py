@@ -5,8 +5,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .errors import SpecError
-from .model import Model, iter_nodes
-from .spec import CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, spec_from_attr_value
+from .model import Model, override_of
+from .spec import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, spec_from_attr_value
 
 GRAPHGRAD = "graphgrad"
 UNRESOLVED = "unresolved"
@@ -81,31 +81,32 @@ def classify_override(value: str) -> tuple[str, str]:
 
 
 def summarize(model: Model, functions: bool = True) -> ModelSummary:
-    """Op type counts (top level and function bodies) and overrides of ``model``."""
+    """Op type counts (top level and function bodies), overrides and graph problems of ``model``."""
     top, in_functions = Counter(), Counter()
-    overrides, function_names = [], set()
-    for ref in iter_nodes(model, functions):
-        if ref.function is None:
-            top[ref.op_type] += 1
-        else:
-            in_functions[ref.op_type] += 1
-            function_names.add((ref.graph, ref.function))
-        value = ref.override
-        if value is not None:
-            status, detail = classify_override(value)
-            overrides.append(Override(ref.graph, ref.name, ref.op_type, value, status, detail))
+    overrides, function_count, problems = [], 0, []
+    graphs = model.graphs()
+    for label, graph_def in graphs:
+        bodies = _bodies(graph_def, functions)
+        function_count += len(bodies) - 1
+        for function, nodes, _ in bodies:
+            (top if function is None else in_functions).update(node.op for node in nodes)
+            prefix = "" if function is None else function + "/"
+            for node in nodes:
+                if ATTR in node.attr:  # checked on every node: the common case is cheap
+                    value = override_of(node)
+                    status, detail = classify_override(value)
+                    overrides.append(Override(label, prefix + node.name, node.op, value, status, detail))
+        problems += graph_problems(bodies, label)
     op_types = [
         OpTypeCount(op_type, top[op_type], in_functions[op_type])
         for op_type in sorted(top.keys() | in_functions.keys(), key=lambda t: (-(top[t] + in_functions[t]), t))
     ]
-    graphs = model.graphs()
-    problems = [problem for label, graph_def in graphs for problem in graph_problems(graph_def, label)]
     return ModelSummary(
         path=model.path,
         kind=model.kind,
         encoding=model.encoding,
         graphs=len(graphs),
-        functions=sum(len(g.library.function) for _, g in graphs),
+        functions=function_count,
         nodes_top=sum(top.values()),
         nodes_functions=sum(in_functions.values()),
         op_types=op_types,
@@ -114,21 +115,39 @@ def summarize(model: Model, functions: bool = True) -> ModelSummary:
     )
 
 
-def graph_problems(graph_def, label: str = "") -> list[str]:
-    """Duplicate node names and inputs naming no node: TensorFlow refuses such graphs."""
+def _bodies(graph_def, functions: bool = True):
+    """(function name or None, nodes, argument names) of the top level and function bodies."""
+    bodies = [(None, graph_def.node, set())]
+    if functions:
+        bodies += [
+            (f.signature.name, f.node_def, {arg.name for arg in f.signature.input_arg})
+            for f in graph_def.library.function
+        ]
+    return bodies
+
+
+def _producer(reference: str) -> str:
+    return reference.partition(":")[0].lstrip("^")
+
+
+def graph_problems(bodies, label: str = "") -> list[str]:
+    """Duplicate node names and inputs naming no node: TensorFlow refuses such graphs.
+
+    Set operations first; nodes are looked at one by one only when a problem exists.
+    """
     where = f"{label}: " if label else ""
-    bodies = [("", list(graph_def.node), set())]
-    bodies += [
-        (f.signature.name + "/", list(f.node_def), {arg.name for arg in f.signature.input_arg})
-        for f in graph_def.library.function
-    ]
     problems = []
-    for prefix, nodes, arguments in bodies:
-        counts = Counter(node.name for node in nodes)
-        problems += [f"{where}{count} nodes are named {prefix}{name}" for name, count in counts.items() if count > 1]
-        known = set(counts) | arguments
-        for node in nodes:
-            missing = [i for i in node.input if i.lstrip("^").split(":")[0] not in known]
-            if missing:
-                problems.append(f"{where}{prefix}{node.name} refers to missing input(s) {', '.join(missing)}")
+    for function, nodes, arguments in bodies:
+        prefix = "" if function is None else function + "/"
+        names = [node.name for node in nodes]
+        known = set(names)
+        if len(known) != len(names):
+            counts = Counter(names)
+            problems += [f"{where}{count} nodes are named {prefix}{name}" for name, count in counts.items() if count > 1]
+        known |= arguments
+        if {_producer(i) for node in nodes for i in node.input} - known:
+            for node in nodes:
+                missing = [i for i in node.input if _producer(i) not in known]
+                if missing:
+                    problems.append(f"{where}{prefix}{node.name} refers to missing input(s) {', '.join(missing)}")
     return problems

@@ -1,18 +1,27 @@
 """The ``graphgrad`` command: a click group over one module per subcommand."""
 
+import importlib
 import traceback
 
 import click
 
 from ..errors import GraphgradError
-from .check import check_command
-from .diff import diff_command
-from .gradients import gradients_command
-from .insert import insert_command
-from .ops import ops_command
 from .render import error
-from .reset import reset_command
-from .rewrite import rewrite_command
+
+# command name -> module in graphgrad.cli; each is imported only when run (or listed).
+COMMANDS = {
+    "ops": "ops", "rewrite": "rewrite", "insert": "insert", "reset": "reset",
+    "diff": "diff", "check": "check", "gradients": "gradients",
+}
+SUMMARIES = {
+    "ops": "List op types with node counts, and gradient overrides with their status.",
+    "rewrite": "Set the gradient of selected nodes (their _gradient_op_type attribute).",
+    "insert": "Put an Identity carrying GRADIENT on TENSOR and move its consumers to it.",
+    "reset": "Remove overrides and undo graphgrad's inserted and embedded nodes.",
+    "diff": "Nodes added, removed, rewired and changed attributes between A and B.",
+    "check": "Compute dy/dx with TensorFlow and explain it (needs TensorFlow).",
+    "gradients": "List gradients: name, kind, parameters with defaults, formula, aliases.",
+}
 
 EXIT_CODES = """\b
 Exit codes:
@@ -26,7 +35,22 @@ Exit codes:
 
 
 class GraphgradGroup(click.Group):
-    """Turns graphgrad's own errors into one line and exit code 1 (--debug: traceback)."""
+    """Loads each subcommand's module on demand (so ``graphgrad ops`` never imports
+    what ``check`` needs), and turns graphgrad's own errors into one line and exit
+    code 1 (--debug: traceback)."""
+
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"{__package__}.{COMMANDS[name]}")
+        return getattr(module, f"{COMMANDS[name]}_command")
+
+    def format_commands(self, ctx, formatter):
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUMMARIES[name]) for name in COMMANDS])
 
     def invoke(self, ctx):
         try:
@@ -48,7 +72,3 @@ def main():
     makes the names resolve when the graph is loaded.
     """
 
-
-for command in (ops_command, rewrite_command, insert_command, reset_command, diff_command, check_command,
-                gradients_command):
-    main.add_command(command)

@@ -6,7 +6,6 @@ argument, so a family file can be imported (for listing, validating specs) in a
 process that never loads TensorFlow.
 """
 
-import difflib
 import inspect
 import re
 import threading
@@ -118,6 +117,8 @@ class GradientRegistry:
         try:
             return self._entries[name]
         except KeyError:
+            import difflib  # only on this error path
+
             names = sorted(self._entries) + sorted(self._aliases)
             known = ", ".join(names)
             close = difflib.get_close_matches(name, names, n=1) or [
@@ -143,10 +144,10 @@ REGISTRY = GradientRegistry()
 
 
 def _origin(function: Callable) -> str:
-    try:
-        return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
-    except (OSError, TypeError):
+    code = getattr(function, "__code__", None)
+    if code is None:
         return getattr(function, "__module__", "?")
+    return f"{code.co_filename}:{code.co_firstlineno}"
 
 
 def builtin(kind: str, *params: Param, formula: str, check=None, aliases=()):

@@ -1,0 +1,67 @@
+"""Build the benchmark inputs with TensorFlow (run by bench/run.py when missing).
+
+  chain.pb   (a) a 100k-node chain of Sign, Identity, Mul, AddV2
+  dense.pb   (b) a frozen-model-sized graph: 40 dense layers with Relu, ~100 MB of constants
+  small/     (c) 200 small graphs
+"""
+
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+v1 = tf.compat.v1
+
+
+def chain(nodes: int = 100_000):
+    graph = tf.Graph()
+    with graph.as_default():
+        h = v1.placeholder(tf.float32, [None, 8], name="x")
+        scale = tf.constant(1.5, name="scale")
+        for _ in range(nodes // 4):
+            h = tf.add(tf.multiply(tf.identity(tf.sign(h)), scale), scale)
+    return graph.as_graph_def()
+
+
+def dense(layers: int = 40, width: int = 790, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    graph = tf.Graph()
+    with graph.as_default():
+        h = v1.placeholder(tf.float32, [None, width], name="x")
+        for index in range(layers):
+            with tf.name_scope(f"dense{index}"):
+                w = tf.constant(rng.standard_normal((width, width), dtype=np.float32), name="kernel")
+                b = tf.constant(rng.standard_normal(width, dtype=np.float32), name="bias")
+                h = tf.nn.relu(tf.nn.bias_add(tf.matmul(h, w), b))
+        tf.identity(h, name="out")
+    return graph.as_graph_def()
+
+
+def small(index: int):
+    rng = np.random.default_rng(index)
+    graph = tf.Graph()
+    with graph.as_default():
+        h = v1.placeholder(tf.float32, [None, 16], name="x")
+        for layer in range(12):
+            w = tf.constant(rng.standard_normal((16, 16), dtype=np.float32), name=f"w{layer}")
+            h = tf.sign(tf.matmul(h, w))
+        tf.identity(h, name="out")
+    return graph.as_graph_def()
+
+
+def write(path, graph_def):
+    with open(path, "wb") as stream:
+        stream.write(graph_def.SerializeToString())
+
+
+def main(directory):
+    os.makedirs(os.path.join(directory, "small"), exist_ok=True)
+    write(os.path.join(directory, "chain.pb"), chain())
+    write(os.path.join(directory, "dense.pb"), dense())
+    for index in range(200):
+        write(os.path.join(directory, "small", f"model{index:03d}.pb"), small(index))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,117 @@
+"""graphgrad against the TensorFlow route, the protobuf floor and the I/O limit.
+
+    python bench/run.py [--repeat 3]
+
+Builds its inputs with TensorFlow the first time (cached in bench/.cache), then
+measures whole processes (wall time, peak RSS via wait4) side by side in one run,
+and prints ratios, since absolute times on a shared machine are not stable. Each
+figure is the median of --repeat runs.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CACHE = os.path.join(HERE, ".cache")
+PYTHON = sys.executable
+GRAPHGRAD = [PYTHON, "-m", "graphgrad"]
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def measure(command, repeat):
+    """Median wall seconds and peak RSS (MB) of a whole process."""
+    times, peaks = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+        _, status, usage = os.wait4(process.pid, 0)
+        times.append(time.perf_counter() - start)
+        peaks.append(usage.ru_maxrss / 1024)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"failed: {' '.join(command)}\n{process.stderr.read().decode()}")
+    return statistics.median(times), statistics.median(peaks)
+
+
+def ensure_inputs():
+    if not os.path.exists(os.path.join(CACHE, "small", "model199.pb")):
+        print("building inputs with TensorFlow (once) ...", flush=True)
+        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE], check=True, env=ENV)
+
+
+def row(label, seconds, rss, base_seconds):
+    return f"  {label:<34} {seconds:8.3f} s {rss:8.0f} MB   x{seconds / base_seconds:6.2f}"
+
+
+def single_file(name, op_type, spec, repeat, work):
+    source = os.path.join(CACHE, name)
+    size = os.path.getsize(source) / 2**20
+    out = os.path.join(work, "out.pb")
+    attr = "graphgrad/" + spec
+    startup = measure([PYTHON, "-c", "pass"], repeat)
+    results = {
+        "graphgrad rewrite": measure(GRAPHGRAD + ["rewrite", source, "--op", f"{op_type}={spec}", "-o", out], repeat),
+        "graphgrad ops": measure(GRAPHGRAD + ["ops", source], repeat),
+        "TensorFlow route": measure([PYTHON, os.path.join(HERE, "tf_route.py"), source, op_type, attr, out], repeat),
+        "protobuf floor (parse+set+write)": measure(
+            [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out], repeat),
+        "protobuf parse only": measure([PYTHON, os.path.join(HERE, "protobuf_floor.py"), source], repeat),
+        "copy (I/O limit)": measure(["cp", source, out], repeat),
+        "python start-up": startup,
+    }
+    floor = results["protobuf floor (parse+set+write)"][0]
+    print(f"\n{name}: {size:.1f} MB   (ratios against the protobuf floor)")
+    for label, (seconds, rss) in results.items():
+        print(row(label, seconds, rss, floor))
+    rewrite, tf_route = results["graphgrad rewrite"][0], results["TensorFlow route"][0]
+    ops_floor = results["protobuf parse only"][0]
+    copy_floor = results["copy (I/O limit)"][0] + startup[0]
+    print(f"  rewrite vs TensorFlow route: {tf_route / rewrite:.1f}x faster")
+    print(f"  rewrite vs protobuf floor:   {rewrite / floor:.2f}x")
+    print(f"  ops vs parse-only floor:     {results['graphgrad ops'][0] / ops_floor:.2f}x")
+    print(f"  rewrite vs copy + start-up:  {rewrite / copy_floor:.2f}x")
+    print(f"  rewrite peak RSS: {results['graphgrad rewrite'][1]:.0f} MB = "
+          f"{(results['graphgrad rewrite'][1] - startup[1]) / size:.2f}x the file + start-up")
+    return results
+
+
+def batch(repeat, work):
+    source = os.path.join(CACHE, "small")
+    timings = {}
+    for jobs in (1, 2):
+        out = os.path.join(work, f"out{jobs}")
+        command = GRAPHGRAD + ["rewrite", source, "--op", "Sign=ste", "--out-dir", out, "-j", str(jobs)]
+        shutil.rmtree(out, ignore_errors=True)
+        timings[jobs] = measure(command, repeat)
+    print("\nsmall/: 200 graphs")
+    for jobs, (seconds, rss) in timings.items():
+        print(f"  graphgrad rewrite -j {jobs}             {seconds:8.3f} s {rss:8.0f} MB")
+    print(f"  -j 2 throughput vs -j 1: {timings[1][0] / timings[2][0]:.2f}x")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", choices=["chain", "dense", "batch"], action="append",
+                        help="run only these cases (repeatable); default: all")
+    args = parser.parse_args()
+    cases = args.only or ["chain", "dense", "batch"]
+    ensure_inputs()
+    help_time = measure(GRAPHGRAD + ["--help"], args.repeat)[0]
+    print(f"graphgrad --help: {help_time:.3f} s")
+    with tempfile.TemporaryDirectory() as work:
+        if "chain" in cases:
+            single_file("chain.pb", "Sign", "ste(clip=1.0)", args.repeat, work)
+        if "dense" in cases:
+            single_file("dense.pb", "Relu", "guided_relu", args.repeat, work)
+        if "batch" in cases:
+            batch(args.repeat, work)
+
+
+if __name__ == "__main__":
+    main()
