@@ -7,7 +7,9 @@ from functools import partial
 from .batch import BatchOptions, Item, plan, run, with_output
 from .diff import ModelDifference, diff_models
 from .errors import GraphgradError, ModelWriteError
-from .io import backup_file, make_parent_directories, read_model, write_model
+from .io import backup_file, make_parent_directories, model_from_bytes, read_file, read_model, write_chunks, write_model
+from .model import BINARY, GRAPHDEF
+from .wire import NotApplicable, rewrite_graphdef_bytes
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
 from .summary import ModelSummary, summarize
 from .surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
@@ -57,13 +59,14 @@ class FileResult:
         return "changed" if self.written else "would change"
 
 
-def _change_file(path: str, output: OutputOptions, kind: str | None, operation) -> FileResult:
-    """Read ``path``, apply ``operation(model) -> (model, report)``, write unless dry run.
+def _change_file(path: str, output: OutputOptions, kind: str | None, operation, data: bytes | None = None) -> FileResult:
+    """Read ``path`` (or parse its ``data``, already read), apply
+    ``operation(model) -> (model, report)``, write unless dry run.
 
     With ``output.in_place`` and nothing changed, the file is not touched.
     """
     target = _target(path, output)
-    model = read_model(path, kind)
+    model = read_model(path, kind) if data is None else model_from_bytes(data, path, kind)
     result_model, report = operation(model)
     result = FileResult(input=path, output=target, report=report)
     unchanged_in_place = output.in_place and not report.changed and output.encoding in (None, model.encoding)
@@ -89,7 +92,28 @@ def _target(path: str, output: OutputOptions) -> str | None:
 
 
 def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind: str | None = None) -> FileResult:
-    """Rewrite one model file (overrides, or surrogates with ``options.embed``)."""
+    """Rewrite one model file (overrides, or surrogates with ``options.embed``).
+
+    A binary GraphDef of large nodes (a frozen model's constants) takes the fast
+    path of :mod:`graphgrad.wire`: only the selected nodes are decoded.
+    """
+    if kind in (None, GRAPHDEF) and output.encoding in (None, BINARY) and not options.embed and os.path.isfile(path):
+        target = _target(path, output)
+        data = read_file(path)
+        try:
+            chunks, report = rewrite_graphdef_bytes(data, options)
+        except NotApplicable:
+            operation = lambda model: rewrite_model(model, options, inplace=True)  # noqa: E731
+            return _change_file(path, output, kind, operation, data)
+        result = FileResult(input=path, output=target, report=report)
+        if target and (report.changed or not output.in_place):
+            if output.in_place and output.backup:
+                backup_file(path, output.backup)
+            if output.make_directories:
+                make_parent_directories(target)
+            write_chunks(target, chunks)
+            result.written = True
+        return result
     operation = embed_rules if options.embed else rewrite_model
     return _change_file(path, output, kind, lambda model: operation(model, options, inplace=True))
 

@@ -94,7 +94,8 @@ def run(items, work, batch: BatchOptions, progress=None) -> list:
         max_workers=batch.jobs, initializer=_load_modules, initargs=(batch.gradient_modules,)
     ) as pool:
         try:
-            for item, result in zip(items, pool.map(work, items, chunksize=1)):
+            chunk = max(1, len(items) // (batch.jobs * 8))  # fewer round trips for many small files
+            for item, result in zip(items, pool.map(work, items, chunksize=chunk)):
                 results.append(result)
                 if progress:
                     progress(item)

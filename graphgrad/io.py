@@ -59,10 +59,16 @@ def read_model(path: str, kind: str | None = None) -> Model:
         kind = SAVEDMODEL
     elif os.path.basename(path) in SAVED_MODEL_FILES.values() and kind in (None, SAVEDMODEL):
         root = os.path.dirname(path) or "."
-    data = _read_bytes(path)
+    return model_from_bytes(read_file(path), path, kind, root)
+
+
+def model_from_bytes(data: bytes, path: str, kind: str | None = None, root: str | None = None) -> Model:
+    """A :class:`Model` from the bytes of the file at ``path``."""
     message, kind, encoding = parse_model_bytes(data, kind, path)
     if kind != SAVEDMODEL:
         root = None
+    elif root is None:
+        root = os.path.dirname(path) or "."
     return Model(message=message, kind=kind, encoding=encoding, path=path, root=root)
 
 
@@ -77,7 +83,8 @@ def _saved_model_file(directory: str) -> str:
     )
 
 
-def _read_bytes(path: str) -> bytes:
+def read_file(path: str) -> bytes:
+    """The bytes of a model file, with a clear error for what cannot be read."""
     try:
         size = os.path.getsize(path)
         if size > PROTOBUF_LIMIT:
@@ -215,9 +222,16 @@ def _same_directory(a: str, b: str) -> bool:
         return False
 
 
-def _atomic_write(path: str, data: bytes) -> bool:
+def write_chunks(path: str, chunks) -> None:
+    """Write byte strings in order to ``path``, atomically (for outputs never held whole)."""
+    _atomic_write(path, chunks)
+
+
+def _atomic_write(path: str, data) -> bool:
+    """Write ``data`` (bytes, or an iterable of byte strings) through a temporary file."""
     try:
-        if os.path.isfile(path) and os.path.getsize(path) == len(data):
+        whole = isinstance(data, (bytes, bytearray))
+        if whole and os.path.isfile(path) and os.path.getsize(path) == len(data):
             with open(path, "rb") as stream:
                 if stream.read() == data:
                     return False
@@ -230,7 +244,8 @@ def _atomic_write(path: str, data: bytes) -> bool:
         raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
     try:
         with os.fdopen(descriptor, "wb") as stream:
-            stream.write(data)
+            for chunk in ([data] if whole else data):
+                stream.write(chunk)
             stream.flush()
             os.fsync(stream.fileno())
         _copy_mode(path, temporary)

@@ -10,13 +10,17 @@ what matters: field 1 is the schema version, field 2 the repeated meta graphs).
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from tensorboard.compat.proto import graph_pb2, meta_graph_pb2, types_pb2
 from tensorboard.compat.proto.attr_value_pb2 import AttrValue
+from tensorboard.compat.proto.function_pb2 import FunctionDefLibrary
+from tensorboard.compat.proto.node_def_pb2 import NodeDef
 from tensorboard.compat.proto.tensor_pb2 import TensorProto
 
 GraphDef = graph_pb2.GraphDef
 MetaGraphDef = meta_graph_pb2.MetaGraphDef
 DataType = types_pb2.DataType
 
-__all__ = ["AttrValue", "DataType", "GraphDef", "MetaGraphDef", "SavedModel", "TensorProto"]
+__all__ = [
+    "AttrValue", "DataType", "FunctionDefLibrary", "GraphDef", "MetaGraphDef", "NodeDef", "SavedModel", "TensorProto",
+]
 
 
 def _declare_saved_model():

@@ -17,3 +17,38 @@ def chain_graph(length: int) -> GraphDef:
         node.attr["T"].type = FLOAT
         previous = node.name
     return graph_def
+
+
+def frozen_graph(layers: int = 8, width: int = 32, with_function: bool = True) -> GraphDef:
+    """A frozen-model-like graph: big Const kernels, MatMul, Relu; optionally a
+    library function with a Sign inside."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    graph_def = GraphDef()
+    graph_def.versions.producer = 1234
+    node = graph_def.node.add(name="x", op="Placeholder")
+    node.attr["dtype"].type = FLOAT
+    previous = "x"
+    for index in range(layers):
+        kernel = graph_def.node.add(name=f"dense{index}/kernel", op="Const")
+        kernel.attr["dtype"].type = FLOAT
+        tensor = kernel.attr["value"].tensor
+        tensor.dtype = FLOAT
+        tensor.tensor_shape.dim.add(size=width)
+        tensor.tensor_shape.dim.add(size=width)
+        tensor.tensor_content = rng.standard_normal((width, width), dtype=np.float32).tobytes()
+        matmul = graph_def.node.add(name=f"dense{index}/MatMul", op="MatMul", input=[previous, kernel.name])
+        matmul.attr["T"].type = FLOAT
+        relu = graph_def.node.add(name=f"dense{index}/Relu", op="Relu", input=[matmul.name])
+        relu.attr["T"].type = FLOAT
+        previous = relu.name
+    if with_function:
+        function = graph_def.library.function.add()
+        function.signature.name = "binarize"
+        function.signature.input_arg.add(name="a", type=FLOAT)
+        function.signature.output_arg.add(name="out", type=FLOAT)
+        sign = function.node_def.add(name="Sign", op="Sign", input=["a"])
+        sign.attr["T"].type = FLOAT
+        function.ret["out"] = "Sign:y:0"
+    return graph_def

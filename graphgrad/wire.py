@@ -1,0 +1,224 @@
+"""Rewriting a binary GraphDef without decoding what a rewrite never touches.
+
+Frozen models are mostly constant tensors. This module reads the protobuf wire
+format of a GraphDef's top level only: for each ``node`` entry its byte span,
+name and op (fields 1 and 2 of NodeDef, which serializers write first). Rules
+are matched on those; only the selected nodes (and the function library, when a
+rule reaches into it) are parsed with protobuf, changed and re-encoded; every
+other byte is copied as it was. The output is a valid GraphDef equal in meaning
+to what a full parse would give, and the same input and rules give the same bytes.
+"""
+
+import re
+
+from google.protobuf.message import DecodeError
+
+from .model import iter_graph_nodes, override_of, set_override
+from .protos import FunctionDefLibrary, GraphDef, NodeDef
+from .rewrite import RewriteOptions, apply_rules
+from .select import op_types_needed
+from .spec import ATTR
+
+_ATTR_BYTES = ATTR.encode()
+NODE_FIELD = 1
+LIBRARY_FIELD = 2
+_GRAPHDEF_FIELDS = {1, 2, 3, 4, 5}
+_PLAUSIBLE = re.compile(rb"[^\x00-\x20\x7f]+\Z")
+# Below this average size a node is cheaper to parse with protobuf than to scan here.
+MIN_AVERAGE_NODE_BYTES = 256
+_SAMPLE = 512
+
+
+class NotApplicable(Exception):
+    """The bytes are not a binary GraphDef this scanner should handle."""
+
+
+def _varint(data, position):
+    result = shift = 0
+    while True:
+        if position >= len(data) or shift > 63:
+            raise NotApplicable("truncated varint")
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, position
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _fields(data, start, end):
+    """(field number, wire type, entry start, payload start, payload end) of each field."""
+    position = start
+    while position < end:
+        entry = position
+        tag, position = _varint(data, position)
+        number, wire_type = tag >> 3, tag & 7
+        if wire_type == 2:
+            length, position = _varint(data, position)
+            payload = position
+            position += length
+        elif wire_type == 0:
+            payload = position
+            _, position = _varint(data, position)
+        elif wire_type == 1:
+            payload, position = position, position + 8
+        elif wire_type == 5:
+            payload, position = position, position + 4
+        else:
+            raise NotApplicable(f"wire type {wire_type}")
+        if position > end or number == 0:
+            raise NotApplicable("field runs past the end")
+        yield number, wire_type, entry, payload, position
+
+
+def _name_and_op(data, start, end):
+    name = op = b""
+    for number, wire_type, _, payload, stop in _fields(data, start, end):
+        if number == 1 and wire_type == 2:
+            name = bytes(data[payload:stop])
+        elif number == 2 and wire_type == 2:
+            op = bytes(data[payload:stop])
+        if name and op:
+            break
+    return name, op
+
+
+class ScannedNode:
+    """A top-level node known by its bytes; parsed only when a rule needs it."""
+
+    __slots__ = ("graph", "function", "name", "op_type", "dirty", "_data", "_span", "_node")
+
+    def __init__(self, data, span, name: str, op_type: str):
+        self.graph, self.function = "", None
+        self.name, self.op_type = name, op_type
+        self.dirty = False
+        self._data, self._span, self._node = data, span, None
+
+    @property
+    def node(self):
+        if self._node is None:
+            try:
+                self._node = NodeDef.FromString(bytes(self._data[self._span[0]:self._span[1]]))
+            except DecodeError:  # let the full parse report the broken file
+                raise NotApplicable(f"node {self.name} does not parse") from None
+        return self._node
+
+    @property
+    def override(self):
+        # A byte search (in C, on the original bytes): most nodes never get parsed.
+        if self._data.obj.find(_ATTR_BYTES, self._span[0], self._span[1]) < 0:
+            return None
+        return override_of(self.node)
+
+    def set_override(self, value) -> None:
+        set_override(self.node, value)
+        self.dirty = True
+
+
+class ScannedGraph:
+    """A binary GraphDef as spans: nodes, the library, and everything else."""
+
+    def __init__(self, data: bytes):
+        self.data = memoryview(data)
+        self.fields = []  # (number, entry start, payload start, end)
+        self.nodes = []
+        self.library = None
+        sampled_bytes = 0
+        for number, wire_type, entry, payload, end in _fields(self.data, 0, len(self.data)):
+            if number not in _GRAPHDEF_FIELDS:
+                raise NotApplicable(f"field {number} is not a GraphDef field")
+            self.fields.append((number, entry, payload, end))
+            if number == NODE_FIELD and wire_type == 2:
+                name, op = _name_and_op(self.data, payload, end)
+                if len(self.nodes) < _SAMPLE:
+                    if not (_PLAUSIBLE.match(name) and _PLAUSIBLE.match(op)):
+                        raise NotApplicable("not a GraphDef node")
+                    sampled_bytes += end - payload
+                    if len(self.nodes) == _SAMPLE - 1 and sampled_bytes < _SAMPLE * MIN_AVERAGE_NODE_BYTES:
+                        raise NotApplicable("small nodes: a full parse is faster")  # before scanning them all
+                try:
+                    node = ScannedNode(self.data, (payload, end), name.decode(), op.decode())
+                except UnicodeDecodeError:
+                    raise NotApplicable("a name is not UTF-8") from None
+                self.nodes.append(node)
+        if not self.nodes:
+            raise NotApplicable("no nodes")
+        if sampled_bytes < min(len(self.nodes), _SAMPLE) * MIN_AVERAGE_NODE_BYTES:
+            raise NotApplicable("small nodes: a full parse is faster")
+
+    def library_message(self):
+        """The function library, parsed (all ``library`` fields merged)."""
+        if self.library is None:
+            self.library = FunctionDefLibrary()
+            try:
+                for number, _, payload, end in self.fields:
+                    if number == LIBRARY_FIELD:
+                        self.library.MergeFromString(bytes(self.data[payload:end]))
+            except DecodeError:
+                raise NotApplicable("the function library does not parse") from None
+            self._library_bytes = self.library.SerializeToString(deterministic=True)
+        return self.library
+
+    def function_nodes(self, op_types=None) -> list:
+        """References to the nodes of the function library (parsed on first use)."""
+        if not any(number == LIBRARY_FIELD for number, *_ in self.fields):
+            return []
+        graph_def = GraphDef()
+        graph_def.library.CopyFrom(self.library_message())
+        self._library_graph = graph_def  # keeps the references' messages alive and editable
+        return [ref for ref in iter_graph_nodes(graph_def, "", True, op_types) if ref.function is not None]
+
+    def chunks(self):
+        """The output: original bytes, except re-encoded changed nodes and library."""
+        library_changed = self.library is not None and (
+            self._library_graph.library.SerializeToString(deterministic=True) != self._library_bytes
+        )
+        if library_changed:
+            self.library = self._library_graph.library
+        by_start = {node._span[0]: node for node in self.nodes if node.dirty}
+        library_written = False
+        for number, entry, payload, end in self.fields:
+            node = by_start.get(payload) if number == NODE_FIELD else None
+            if node is not None:
+                encoded = node.node.SerializeToString(deterministic=True)
+                yield bytes([NODE_FIELD << 3 | 2]) + _encode_varint(len(encoded)) + encoded
+            elif number == LIBRARY_FIELD and library_changed:
+                if not library_written:  # repeated library fields merge into one
+                    encoded = self.library.SerializeToString(deterministic=True)
+                    yield bytes([LIBRARY_FIELD << 3 | 2]) + _encode_varint(len(encoded)) + encoded
+                    library_written = True
+            else:
+                yield self.data[entry:end]
+
+
+def rewrite_graphdef_bytes(data, options: RewriteOptions):
+    """Apply ``options`` to a binary GraphDef given as bytes.
+
+    Returns ``(chunks, report)``: the output as an iterable of byte strings to
+    write in order. Raises :class:`NotApplicable` when the bytes are not a binary
+    GraphDef this path suits (the caller then parses them whole).
+    """
+    if options.embed:
+        raise NotApplicable("--embed edits the graph structure")
+    graph = ScannedGraph(data)
+    op_types = op_types_needed(options.rules, options.match, options.exclude)
+    candidates = [node for node in graph.nodes if op_types is None or node.op_type in op_types]
+    functions = graph.function_nodes(op_types) if options.functions else []
+
+    def all_nodes():
+        return graph.nodes + (graph.function_nodes() if options.functions else [])
+
+    report = apply_rules(candidates + functions, options, all_nodes=all_nodes)
+    return graph.chunks(), report

@@ -1,0 +1,100 @@
+"""The fast path for binary GraphDefs of large nodes: only selected nodes decoded."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import fixture, run_cli
+from graphs import chain_graph, frozen_graph
+from graphgrad import RewriteOptions, iter_nodes, parse_rule, read_model, rewrite_model, serialize
+from graphgrad.model import Model
+from graphgrad.wire import NotApplicable, ScannedGraph, rewrite_graphdef_bytes
+
+
+def options(*rules, **kwargs):
+    return RewriteOptions(rules=tuple(parse_rule(kind, text) for kind, text in rules), **kwargs)
+
+
+def fast(data, rewrite_options):
+    chunks, report = rewrite_graphdef_bytes(data, rewrite_options)
+    return b"".join(bytes(chunk) for chunk in chunks), report
+
+
+@pytest.fixture
+def frozen():
+    return frozen_graph().SerializeToString(deterministic=True)
+
+
+def test_same_meaning_as_a_full_parse_and_untouched_bytes_kept(frozen):
+    rules = options(("op", "Relu=guided_relu"), ("op", "Sign=ste"))
+    output, report = fast(frozen, rules)
+    full, full_report = rewrite_model(Model(frozen_graph(), "graphdef", "binary"), rules)
+    assert read_model_bytes(output) == full.message
+    assert [c.node for c in report.changes] == [c.node for c in full_report.changes]
+    assert "binarize/Sign" in [c.node for c in report.changes]
+    for node in frozen_graph().node:
+        if node.op == "Const":  # big constants are copied, byte for byte
+            assert node.SerializeToString() in output
+
+
+def test_deterministic_idempotent_and_lossless(frozen):
+    rules = options(("op", "Relu=guided_relu"))
+    first, _ = fast(frozen, rules)
+    assert fast(frozen, rules)[0] == first
+    again, report = fast(first, rules)
+    assert again == first and not report.changes and len(report.unchanged) == 8
+    untouched, report = fast(frozen, options(("node", "nothing*=ste"), allow_missing=True))
+    assert untouched == frozen and not report.changes
+
+
+def test_conflicts_force_and_hints_work_as_in_the_full_path(frozen):
+    first, _ = fast(frozen, options(("op", "Relu=guided_relu")))
+    with pytest.raises(Exception, match="already carry a different gradient override"):
+        fast(first, options(("op", "Relu=identity")))
+    with pytest.raises(Exception, match="case-sensitive: did you mean Relu"):
+        fast(frozen, options(("op", "relu=identity")))
+    forced, report = fast(first, options(("op", "Relu=identity"), force=True))
+    assert len(report.changes) == 8 and all(c.old == "graphgrad/guided_relu" for c in report.changes)
+
+
+def test_small_nodes_and_other_kinds_take_the_full_path():
+    with pytest.raises(NotApplicable):
+        ScannedGraph(chain_graph(2000).SerializeToString())
+    for name in ("model.meta", "binary_net.pbtxt", "binary_net.pb"):
+        with pytest.raises(NotApplicable):
+            ScannedGraph(open(fixture(name), "rb").read())
+
+
+def test_cli_uses_it_for_frozen_graphs(tmp_path, frozen):
+    source = tmp_path / "frozen.pb"
+    source.write_bytes(frozen)
+    out = tmp_path / "out.pb"
+    result = run_cli("rewrite", source, "--op", "Relu=guided_relu", "-o", out)
+    assert "changed 8 node(s)" in result.stdout
+    assert out.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
+    values = {r.override for r in iter_nodes(read_model(str(out))) if r.override}
+    assert values == {"graphgrad/guided_relu"}
+    in_place = tmp_path / "in_place.pb"
+    in_place.write_bytes(out.read_bytes())
+    again = run_cli("rewrite", in_place, "--op", "Relu=guided_relu", "--in-place")
+    assert "changed 0 node(s); 8 already as asked" in again.stdout
+
+
+def read_model_bytes(data):
+    from graphgrad.io import parse_model_bytes
+
+    return parse_model_bytes(data)[0]
+
+
+@settings(max_examples=300, deadline=2000)
+@given(st.data())
+def test_mutated_bytes_never_crash(data):
+    frozen = bytearray(frozen_graph(layers=2, width=12).SerializeToString())
+    for _ in range(data.draw(st.integers(1, 6))):
+        position = data.draw(st.integers(0, len(frozen) - 1))
+        frozen[position] = data.draw(st.integers(0, 255))
+    try:
+        output, _ = fast(bytes(frozen), options(("op", "Relu=ste"), allow_missing=True))
+    except NotApplicable:
+        return  # the caller parses the file whole and reports what is wrong
+    assert isinstance(output, bytes)
