@@ -2,7 +2,8 @@
 
   chain.pb   (a) a 100k-node chain of Sign, Identity, Mul, AddV2
   dense.pb   (b) a frozen-model-sized graph: 40 dense layers with Relu, ~100 MB of constants
-  small/     (c) 200 small graphs
+  small/     (c) 200 small frozen graphs of about 0.9 MB (like tf2onnx's test models)
+  many_nodes/ (c') 200 graphs of 8000 small nodes each: CPU-bound work for -j
 """
 
 import os
@@ -42,11 +43,21 @@ def small(index: int):
     rng = np.random.default_rng(index)
     graph = tf.Graph()
     with graph.as_default():
-        h = v1.placeholder(tf.float32, [None, 16], name="x")
-        for layer in range(12):
-            w = tf.constant(rng.standard_normal((16, 16), dtype=np.float32), name=f"w{layer}")
+        h = v1.placeholder(tf.float32, [None, 96], name="x")
+        for layer in range(24):
+            w = tf.constant(rng.standard_normal((96, 96), dtype=np.float32), name=f"w{layer}")
             h = tf.sign(tf.matmul(h, w))
         tf.identity(h, name="out")
+    return graph.as_graph_def()
+
+
+def many_nodes(index: int, nodes: int = 8000):
+    graph = tf.Graph()
+    with graph.as_default():
+        h = v1.placeholder(tf.float32, [None, 4], name="x")
+        scale = tf.constant(float(index), name="scale")
+        for _ in range(nodes // 2):
+            h = tf.multiply(tf.sign(h), scale)
     return graph.as_graph_def()
 
 
@@ -56,11 +67,14 @@ def write(path, graph_def):
 
 
 def main(directory):
-    os.makedirs(os.path.join(directory, "small"), exist_ok=True)
+    for folder in ("small", "many_nodes"):
+        os.makedirs(os.path.join(directory, folder), exist_ok=True)
     write(os.path.join(directory, "chain.pb"), chain())
     write(os.path.join(directory, "dense.pb"), dense())
     for index in range(200):
         write(os.path.join(directory, "small", f"model{index:03d}.pb"), small(index))
+    for index in range(200):
+        write(os.path.join(directory, "many_nodes", f"model{index:03d}.pb"), many_nodes(index))
 
 
 if __name__ == "__main__":

@@ -261,17 +261,20 @@ def _atomic_write(path: str, data) -> bool:
 def _remove_stale_temporaries(directory: str, basename: str) -> None:
     """Remove temporaries a killed graphgrad process left for this target.
 
-    Their names carry the writer's pid; only those of processes that are gone
-    are removed, so a concurrent writer's file is never touched.
+    Their names (``.BASENAME.PID.RANDOM.graphgrad-tmp``) carry the writer's pid;
+    only those of processes that are gone are removed, so a concurrent writer's
+    file is never touched.
     """
     try:
         names = os.listdir(directory)
     except OSError:
         return
-    pattern = re.compile(re.escape(f".{basename}.") + r"(\d+)\.[^.]+" + re.escape(TEMP_SUFFIX) + r"(\.old)?\Z")
+    prefix = f".{basename}."
     for name in names:
-        match = pattern.match(name)
-        if match and not _alive(int(match.group(1))):
+        if not name.startswith(prefix) or TEMP_SUFFIX not in name:
+            continue
+        pid = name[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
             _remove(os.path.join(directory, name))
 
 

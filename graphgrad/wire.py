@@ -24,9 +24,11 @@ NODE_FIELD = 1
 LIBRARY_FIELD = 2
 _GRAPHDEF_FIELDS = {1, 2, 3, 4, 5}
 _PLAUSIBLE = re.compile(rb"[^\x00-\x20\x7f]+\Z")
-# Below this average size a node is cheaper to parse with protobuf than to scan here.
+# Below this average size a node is cheaper to parse with protobuf than to scan
+# here; below MIN_FILE_BYTES the whole file is.
 MIN_AVERAGE_NODE_BYTES = 256
-_SAMPLE = 512
+MIN_FILE_BYTES = 1 << 20
+_SAMPLE = 64
 
 
 class NotApplicable(Exception):
@@ -84,6 +86,15 @@ def _fields(data, start, end):
 
 
 def _name_and_op(data, start, end):
+    # Serializers write NodeDef's name (field 1) and op (field 2) first: read them
+    # directly, and walk the fields only when a message is laid out otherwise.
+    if end - start > 2 and data[start] == 0x0A:
+        length, position = _varint(data, start + 1)
+        name_end = position + length
+        if name_end < end and data[name_end] == 0x12:
+            op_length, op_start = _varint(data, name_end + 1)
+            if op_start + op_length <= end:
+                return bytes(data[position:name_end]), bytes(data[op_start:op_start + op_length])
     name = op = b""
     for number, wire_type, _, payload, stop in _fields(data, start, end):
         if number == 1 and wire_type == 2:
@@ -130,7 +141,9 @@ class ScannedNode:
 class ScannedGraph:
     """A binary GraphDef as spans: nodes, the library, and everything else."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, min_size: int = MIN_FILE_BYTES):
+        if len(data) < min_size:
+            raise NotApplicable("small file: a full parse is as fast")
         self.data = memoryview(data)
         self.fields = []  # (number, entry start, payload start, end)
         self.nodes = []
@@ -203,7 +216,7 @@ class ScannedGraph:
                 yield self.data[entry:end]
 
 
-def rewrite_graphdef_bytes(data, options: RewriteOptions):
+def rewrite_graphdef_bytes(data, options: RewriteOptions, min_size: int = MIN_FILE_BYTES):
     """Apply ``options`` to a binary GraphDef given as bytes.
 
     Returns ``(chunks, report)``: the output as an iterable of byte strings to
@@ -212,7 +225,7 @@ def rewrite_graphdef_bytes(data, options: RewriteOptions):
     """
     if options.embed:
         raise NotApplicable("--embed edits the graph structure")
-    graph = ScannedGraph(data)
+    graph = ScannedGraph(data, min_size)
     op_types = op_types_needed(options.rules, options.match, options.exclude)
     candidates = [node for node in graph.nodes if op_types is None or node.op_type in op_types]
     functions = graph.function_nodes(op_types) if options.functions else []

@@ -16,7 +16,7 @@ def options(*rules, **kwargs):
 
 
 def fast(data, rewrite_options):
-    chunks, report = rewrite_graphdef_bytes(data, rewrite_options)
+    chunks, report = rewrite_graphdef_bytes(data, rewrite_options, min_size=0)
     return b"".join(bytes(chunk) for chunk in chunks), report
 
 
@@ -59,25 +59,29 @@ def test_conflicts_force_and_hints_work_as_in_the_full_path(frozen):
 
 def test_small_nodes_and_other_kinds_take_the_full_path():
     with pytest.raises(NotApplicable):
-        ScannedGraph(chain_graph(2000).SerializeToString())
+        ScannedGraph(chain_graph(2000).SerializeToString(), min_size=0)
     for name in ("model.meta", "binary_net.pbtxt", "binary_net.pb"):
         with pytest.raises(NotApplicable):
-            ScannedGraph(open(fixture(name), "rb").read())
+            ScannedGraph(open(fixture(name), "rb").read(), min_size=0)
+    with pytest.raises(NotApplicable, match="small file"):
+        ScannedGraph(frozen_graph().SerializeToString())
 
 
-def test_cli_uses_it_for_frozen_graphs(tmp_path, frozen):
+def test_cli_uses_it_for_frozen_graphs(tmp_path):
+    frozen = frozen_graph(layers=40, width=96).SerializeToString(deterministic=True)
+    assert len(frozen) > 1 << 20
     source = tmp_path / "frozen.pb"
     source.write_bytes(frozen)
     out = tmp_path / "out.pb"
     result = run_cli("rewrite", source, "--op", "Relu=guided_relu", "-o", out)
-    assert "changed 8 node(s)" in result.stdout
+    assert "changed 40 node(s)" in result.stdout
     assert out.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
     values = {r.override for r in iter_nodes(read_model(str(out))) if r.override}
     assert values == {"graphgrad/guided_relu"}
     in_place = tmp_path / "in_place.pb"
     in_place.write_bytes(out.read_bytes())
     again = run_cli("rewrite", in_place, "--op", "Relu=guided_relu", "--in-place")
-    assert "changed 0 node(s); 8 already as asked" in again.stdout
+    assert "changed 0 node(s); 40 already as asked" in again.stdout
 
 
 def read_model_bytes(data):
