@@ -39,6 +39,22 @@ def _spec_of_group_output(node) -> str:
     return override_of(node) or ""
 
 
+def _already_there(scope: Scope, ref: str, want: str, described: str):
+    """The graphgrad node already standing in for ``ref`` with ``want``, or None
+    when there is none; a different one there is an error."""
+    existing = scope.stand_in(ref)
+    if existing is None:
+        return None
+    have = _spec_of_group_output(existing)
+    if have != want:
+        name = scope.prefix + existing.name
+        raise SelectionError(
+            f"{described} already has a graphgrad node, {name} ({have}). "
+            f"To change it, run graphgrad reset --node '{name}' first"
+        )
+    return existing
+
+
 def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False):
     """Put ``options.spec`` on a tensor: a new Identity carrying the override (or,
     with ``embed``, the surrogate subgraph), with the tensor's consumers moved to it.
@@ -51,14 +67,8 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
     insertions = []
     for scope, ref in locate_tensor(result, options.tensor):
         want = ("embedded " + options.spec.canonical) if options.embed else options.spec.attr_value
-        existing = scope.stand_in(ref)
+        existing = _already_there(scope, ref, want, options.tensor)
         if existing is not None:
-            have = _spec_of_group_output(existing)
-            if have != want:
-                raise SelectionError(
-                    f"{options.tensor} already has a graphgrad node, {scope.prefix}{existing.name} ({have}). "
-                    f"To change it, run graphgrad reset --node '{scope.prefix}{existing.name}' first"
-                )
             insertions.append(Insertion(scope.graph, options.tensor, scope.prefix + existing.name, (), "already"))
             continue
         uses = _chosen_uses(scope, ref, options)
@@ -136,14 +146,8 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
         )
     y_ref = used[0]
     want = "embedded " + spec.canonical
-    existing = scope.stand_in(y_ref)
-    if existing is not None:
-        have = _spec_of_group_output(existing)
-        if have != want:
-            raise SelectionError(
-                f"{qualified} already has {have}; run graphgrad reset --node '{qualified}' first"
-            )
-        return have, have
+    if _already_there(scope, y_ref, want, qualified) is not None:
+        return want, want
     inputs = [name for name in node.input if not name.startswith("^")]
     if not inputs:
         raise SelectionError(f"{qualified} ({node.op}) has no data input for a surrogate to act on")

@@ -93,3 +93,13 @@ def progress_bar(count: int, label: str):
     with click.progressbar(length=count, label=label, file=stream, show_pos=True,
                            item_show_func=lambda path: path and os.path.basename(path)) as bar:
         yield lambda item: bar.update(1, item.path)
+
+
+def finish_batch(results, as_json: bool, render_report, summarize_report) -> None:
+    """Print a batch's results (JSON or text); exit 1 if any file failed."""
+    if as_json:
+        echo_json({"files": results})
+    else:
+        render_change_results(results, render_report, summarize_report)
+    if any(result.error for result in results):
+        raise SystemExit(1)

@@ -6,7 +6,7 @@ from ..api import reset_files
 from ..batch import BatchOptions, plan
 from ..surgery import ResetOptions
 from . import options
-from .render import echo_json, progress_bar, render_change_results
+from .render import finish_batch, progress_bar
 
 
 @click.command("reset")
@@ -26,12 +26,7 @@ def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs)
     with progress_bar(len(plan(models, batch)[0]), "resetting") as progress:
         results = reset_files(list(models), ResetOptions(op_types, globs, functions), output, kind, batch, progress)
-    if as_json:
-        echo_json({"files": results})
-    else:
-        render_change_results(results, _render_report, _summarize_report)
-    if any(result.error for result in results):
-        raise SystemExit(1)
+    finish_batch(results, as_json, _render_report, _summarize_report)
 
 
 def _summarize_report(report) -> str:

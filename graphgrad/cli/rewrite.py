@@ -8,7 +8,7 @@ from ..io import load_gradient_module, read_rules_file
 from ..rewrite import RewriteOptions
 from ..select import NODE, OP, parse_rule, repair_rule, rules_from_document
 from . import options
-from .render import echo_json, progress_bar, render_change_results, table
+from .render import finish_batch, progress_bar, table
 
 
 @click.command("rewrite")
@@ -67,12 +67,7 @@ def rewrite_command(models, op_rules, node_rules, rules_files, repair, match, ex
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs, gradient_modules=gradient_modules)
     with progress_bar(len(plan(models, batch)[0]), "rewriting") as progress:
         results = rewrite_files(list(models), rewrite_options, output, kind, batch, progress)
-    if as_json:
-        echo_json({"files": results})
-    else:
-        render_change_results(results, _render_report, _summarize_report)
-    if any(result.error for result in results):
-        raise SystemExit(1)
+    finish_batch(results, as_json, _render_report, _summarize_report)
 
 
 def _summarize_report(report) -> str:
