@@ -158,3 +158,17 @@ def test_reset_over_a_batch(zoo):
     result = run_cli("reset", "-r", zoo / "team_a", "--in-place")
     assert "2 files: 2 changed" in result.stdout
     assert overrides(zoo / "team_a" / "binary" / "net.pb") == []
+
+
+def test_reports_survive_the_trip_from_a_worker():
+    import pickle
+
+    from graphgrad.rewrite import NodeChange, RewriteReport
+
+    report = RewriteReport(
+        changes=[NodeChange("", "a/Sign", "Sign", None, "graphgrad/ste(clip=1.0)"),
+                 NodeChange("g", "b", "Round", "CustomGradient-3", "graphgrad/identity")],
+        unchanged=[], notes=["note"],
+    )
+    again = pickle.loads(pickle.dumps(report))
+    assert again == report and again.by_op_type == {"Round": 1, "Sign": 1}
