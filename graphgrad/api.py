@@ -9,10 +9,10 @@ from .diff import ModelDifference, diff_models
 from .errors import GraphgradError, ModelWriteError
 from .io import backup_file, make_parent_directories, model_from_bytes, read_file, read_model, write_chunks, write_model
 from .model import BINARY, GRAPHDEF
-from .wire import NotApplicable, rewrite_graphdef_bytes
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
 from .summary import ModelSummary, summarize
 from .surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
+from .wire import NotApplicable, rewrite_graphdef_bytes
 
 
 @dataclass(frozen=True)
@@ -62,20 +62,25 @@ class FileResult:
 def _change_file(path: str, output: OutputOptions, kind: str | None, operation, data: bytes | None = None) -> FileResult:
     """Read ``path`` (or parse its ``data``, already read), apply
     ``operation(model) -> (model, report)``, write unless dry run.
-
-    With ``output.in_place`` and nothing changed, the file is not touched.
     """
     target = _target(path, output)
     model = read_model(path, kind) if data is None else model_from_bytes(data, path, kind)
     result_model, report = operation(model)
+    same_encoding = output.encoding in (None, model.encoding)
+    return _finish(path, target, output, report, same_encoding,
+                   lambda out: write_model(result_model, out, output.encoding))
+
+
+def _finish(path: str, target: str | None, output: OutputOptions, report, same_encoding: bool, write) -> FileResult:
+    """Write the result (``write(target) -> written``), with its backup and
+    directories, unless this is a dry run or an in-place file with nothing to change."""
     result = FileResult(input=path, output=target, report=report)
-    unchanged_in_place = output.in_place and not report.changed and output.encoding in (None, model.encoding)
-    if target and not unchanged_in_place:
+    if target and not (output.in_place and not report.changed and same_encoding):
         if output.in_place and output.backup:
-            backup_file(model.path, output.backup)
+            backup_file(path, output.backup)
         if output.make_directories:
             make_parent_directories(target)
-        result.written = write_model(result_model, target, output.encoding)
+        result.written = write(target)
     return result
 
 
@@ -105,15 +110,7 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
         except NotApplicable:
             operation = lambda model: rewrite_model(model, options, inplace=True)  # noqa: E731
             return _change_file(path, output, kind, operation, data)
-        result = FileResult(input=path, output=target, report=report)
-        if target and (report.changed or not output.in_place):
-            if output.in_place and output.backup:
-                backup_file(path, output.backup)
-            if output.make_directories:
-                make_parent_directories(target)
-            write_chunks(target, chunks)
-            result.written = True
-        return result
+        return _finish(path, target, output, report, True, lambda out: write_chunks(out, chunks))
     operation = embed_rules if options.embed else rewrite_model
     return _change_file(path, output, kind, lambda model: operation(model, options, inplace=True))
 

@@ -57,13 +57,12 @@ def read_model(path: str, kind: str | None = None) -> Model:
         if kind not in (None, SAVEDMODEL):
             raise ModelReadError(f"{root} is a SavedModel directory, not a {kind}")
         kind = SAVEDMODEL
-    elif os.path.basename(path) in SAVED_MODEL_FILES.values() and kind in (None, SAVEDMODEL):
-        root = os.path.dirname(path) or "."
     return model_from_bytes(read_file(path), path, kind, root)
 
 
 def model_from_bytes(data: bytes, path: str, kind: str | None = None, root: str | None = None) -> Model:
-    """A :class:`Model` from the bytes of the file at ``path``."""
+    """A :class:`Model` from the bytes of the file at ``path``; a SavedModel's
+    ``root`` (where its variables and assets are) defaults to the file's folder."""
     message, kind, encoding = parse_model_bytes(data, kind, path)
     if kind != SAVEDMODEL:
         root = None
@@ -222,9 +221,9 @@ def _same_directory(a: str, b: str) -> bool:
         return False
 
 
-def write_chunks(path: str, chunks) -> None:
+def write_chunks(path: str, chunks) -> bool:
     """Write byte strings in order to ``path``, atomically (for outputs never held whole)."""
-    _atomic_write(path, chunks)
+    return _atomic_write(path, chunks)
 
 
 def _atomic_write(path: str, data) -> bool:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import fixture
-from tf_helpers import assert_close, gradients, load, rewrite_and_load, run_cli, tf, v1
+from tf_helpers import assert_close, gradients, rewrite_and_load, run_cli, tf, v1
 
 import graphgrad
 from graphgrad import SelectionError, UnresolvedGradientsError

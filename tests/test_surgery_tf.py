@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, fixture, run_cli
-from tf_helpers import assert_close, gradients, load, tf, v1
+from tf_helpers import assert_close, gradients, load, v1
 
 import graphgrad
 from graphgrad.embed import EMBEDDABLE

@@ -10,7 +10,7 @@ import inspect
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import RegistryError, SpecError
 
