@@ -198,11 +198,12 @@ def _gradient(session, name, x, y, feed) -> Gradient:
     with session.graph.as_default():
         try:
             [grad] = tf.compat.v1.gradients(y, x)
-        except LookupError as error:
-            return Gradient(name, connected, "error", error=str(error).splitlines()[0])
-        if grad is None:
-            return Gradient(name, connected, "none")
-        value = session.run(tf.convert_to_tensor(grad), feed)
+            if grad is None:
+                return Gradient(name, connected, "none")
+            value = session.run(tf.convert_to_tensor(grad), feed)
+        except (LookupError, ValueError, tf.errors.OpError) as error:
+            message = getattr(error, "message", None) or str(error)
+            return Gradient(name, connected, "error", error=message.strip().splitlines()[0])
     value = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(value)):
         return Gradient(name, connected, "nan", float("nan"))

@@ -1,7 +1,7 @@
 """The TensorFlow side: make the names graphgrad writes mean something.
 
-Only this module uses TensorFlow, and only inside functions, so importing
-graphgrad stays cheap. Gradients are registered with ``tf.RegisterGradient``
+This module (and ``check``, built on it) are the only ones that use TensorFlow,
+and only inside functions, so importing graphgrad stays cheap. Gradients are registered with ``tf.RegisterGradient``
 under the exact ``_gradient_op_type`` value, once per process.
 """
 

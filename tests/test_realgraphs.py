@@ -113,3 +113,30 @@ def test_saved_model_directory_rewrite_loads_in_tensorflow(tmp_path):
         graphgrad.register_gradients(graph)
         muls = [op for op in graph.get_operations() if op.type == "Mul"]
         assert muls and all(op.get_attr("_gradient_op_type") == b"graphgrad/reverse(strength=1.0)" for op in muls)
+
+
+def test_fast_path_agrees_with_a_full_parse_on_real_frozen_graphs():
+    from graphgrad.io import parse_model_bytes
+    from graphgrad.wire import NotApplicable, rewrite_graphdef_bytes
+
+    used = []
+    for relative in graph_files():
+        path = os.path.join(REALGRAPHS, relative)
+        data = open(path, "rb").read()
+        if os.path.isdir(path) or len(data) < 1 << 20:
+            continue
+        model = read_model(path)
+        if model.kind != "graphdef" or model.encoding != "binary":
+            continue
+        op_type = summarize(model).op_types[0].op_type
+        rules = RewriteOptions(rules=(parse_rule("op", f"{op_type}=identity"),), force=True)
+        try:
+            chunks, report = rewrite_graphdef_bytes(data, rules)
+        except NotApplicable:
+            continue
+        fast = parse_model_bytes(b"".join(bytes(c) for c in chunks))[0]
+        full, full_report = rewrite_model(model, rules)
+        assert fast == full.message, relative
+        assert [c.node for c in report.changes] == [c.node for c in full_report.changes]
+        used.append(relative)
+    assert used, "no real frozen graph took the fast path"
