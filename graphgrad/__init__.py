@@ -2,37 +2,43 @@
 
 File-level work (reading, inspecting, rewriting) never imports TensorFlow; the
 runtime functions (:func:`register_gradients`, :func:`import_graph_def`,
-:func:`override`) import it when called.
+:func:`override`) import it when called. Names are loaded on first use, so
+``import graphgrad`` (and the command line) pay only for what they touch.
 """
 
-from .api import FileResult, OutputOptions, rewrite_file, rewrite_files, summarize_file
-from .errors import (
-    GraphgradError,
-    ModelReadError,
-    ModelWriteError,
-    RegistryError,
-    SelectionError,
-    SpecError,
-    TensorFlowMissingError,
-    UnresolvedGradientsError,
-)
-from .gradients import REGISTRY, gradient
-from .io import load_gradient_module, read_model, serialize, write_model
-from .model import Model, iter_nodes
-from .rewrite import RewriteOptions, RewriteReport, apply_rules, rewrite_model
-from .runtime import Registration, import_graph_def, override, register_gradients
-from .select import Rule, parse_rule
-from .spec import ATTR, GradientSpec, attr_value_for, parse_spec
-from .summary import ModelSummary, classify_override, summarize
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ATTR", "FileResult", "GradientSpec", "GraphgradError", "Model", "ModelReadError",
-    "ModelSummary", "ModelWriteError", "OutputOptions", "REGISTRY", "Registration",
-    "RegistryError", "RewriteOptions", "RewriteReport", "Rule", "SelectionError", "SpecError",
-    "TensorFlowMissingError", "UnresolvedGradientsError", "apply_rules", "attr_value_for",
-    "classify_override", "gradient", "import_graph_def", "iter_nodes", "load_gradient_module",
-    "override", "parse_rule", "parse_spec", "read_model", "register_gradients", "rewrite_file",
-    "rewrite_files", "rewrite_model", "serialize", "summarize", "summarize_file", "write_model",
-]
+# public name -> the module that defines it
+_EXPORTS = {
+    "api": ["FileResult", "OutputOptions", "rewrite_file", "rewrite_files", "summarize_file"],
+    "errors": [
+        "GraphgradError", "ModelReadError", "ModelWriteError", "RegistryError", "SelectionError",
+        "SpecError", "TensorFlowMissingError", "UnresolvedGradientsError",
+    ],
+    "gradients": ["REGISTRY", "gradient"],
+    "io": ["load_gradient_module", "read_model", "serialize", "write_model"],
+    "model": ["Model", "iter_nodes"],
+    "rewrite": ["RewriteOptions", "RewriteReport", "apply_rules", "rewrite_model"],
+    "runtime": ["Registration", "import_graph_def", "override", "register_gradients"],
+    "select": ["Rule", "parse_rule"],
+    "spec": ["ATTR", "GradientSpec", "attr_value_for", "parse_spec"],
+    "summary": ["ModelSummary", "classify_override", "summarize"],
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphgrad' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,17 +1,19 @@
-"""File-level operations: read, act, write. The CLI is a thin layer over these."""
+"""File-level operations: read, act, write. The CLI is a thin layer over these.
+
+Each command needs only some of the layers below, so the modules only one of
+them uses (surgery, diff, summary) are imported by the functions that use them:
+``graphgrad rewrite`` on a big graph should not pay for ``diff``.
+"""
 
 import os
 from dataclasses import dataclass, field
 from functools import partial
 
 from .batch import BatchOptions, Item, plan, run, with_output
-from .diff import ModelDifference, diff_models
 from .errors import GraphgradError, ModelWriteError
 from .io import backup_file, make_parent_directories, model_from_bytes, read_file, read_model, write_chunks, write_model
 from .model import BINARY, GRAPHDEF
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
-from .summary import ModelSummary, summarize
-from .surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
 from .wire import NotApplicable, rewrite_graphdef_bytes
 
 
@@ -111,7 +113,10 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
             operation = lambda model: rewrite_model(model, options, inplace=True)  # noqa: E731
             return _change_file(path, output, kind, operation, data)
         return _finish(path, target, output, report, True, lambda out: write_chunks(out, chunks))
-    operation = embed_rules if options.embed else rewrite_model
+    if options.embed:
+        from .surgery import embed_rules as operation
+    else:
+        operation = rewrite_model
     return _change_file(path, output, kind, lambda model: operation(model, options, inplace=True))
 
 
@@ -128,8 +133,9 @@ def _rewrite_item(options, output, kind, item: Item) -> FileResult:
     return _guarded(item, lambda: rewrite_file(item.path, options, with_output(output, item), kind))
 
 
-def insert_file(path: str, options: InsertOptions, output: OutputOptions, kind: str | None = None) -> FileResult:
-    """Put a gradient on one tensor of a model file."""
+def insert_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
+    """Put a gradient on one tensor of a model file (``options``: surgery.InsertOptions)."""
+    from .surgery import insert_gradient
 
     def operation(model):
         model, insertions = insert_gradient(model, options, inplace=True)
@@ -138,13 +144,16 @@ def insert_file(path: str, options: InsertOptions, output: OutputOptions, kind: 
     return _change_file(path, output, kind, operation)
 
 
-def reset_files(paths, options: ResetOptions, output: OutputOptions, kind: str | None = None,
+def reset_files(paths, options, output: OutputOptions, kind: str | None = None,
                 batch: BatchOptions = BatchOptions(), progress=None) -> list[FileResult]:
-    """Remove overrides and graphgrad's nodes from every model ``paths`` name."""
+    """Remove overrides and graphgrad's nodes from every model ``paths`` name
+    (``options``: surgery.ResetOptions)."""
     return _batch(paths, output, batch, partial(_reset_item, options, output, kind), progress)
 
 
 def _reset_item(options, output, kind, item: Item) -> FileResult:
+    from .surgery import reset_model
+
     def reset():
         operation = lambda model: reset_model(model, options, inplace=True)  # noqa: E731
         return _change_file(item.path, with_output(output, item), kind, operation)
@@ -152,8 +161,10 @@ def _reset_item(options, output, kind, item: Item) -> FileResult:
     return _guarded(item, reset)
 
 
-def diff_files(a: str, b: str, kind: str | None = None) -> ModelDifference:
-    """What differs between two model files."""
+def diff_files(a: str, b: str, kind: str | None = None):
+    """What differs between two model files (a diff.ModelDifference)."""
+    from .diff import diff_models
+
     return diff_models(read_model(a, kind), read_model(b, kind))
 
 
@@ -182,8 +193,10 @@ def _guarded(item: Item, process) -> FileResult:
                           error=f"{item.path}: {type(error).__name__}: {error}")
 
 
-def summarize_file(path: str, kind: str | None = None, functions: bool = True) -> ModelSummary:
-    """Read ``path`` and summarise its op types and overrides."""
+def summarize_file(path: str, kind: str | None = None, functions: bool = True):
+    """Read ``path`` and summarise its op types and overrides (a summary.ModelSummary)."""
+    from .summary import summarize
+
     return summarize(read_model(path, kind), functions)
 
 

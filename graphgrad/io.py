@@ -16,9 +16,8 @@ from google.protobuf.message import DecodeError
 
 from .errors import GraphgradError, ModelReadError, ModelWriteError
 from .model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
-from .protos import GraphDef, MetaGraphDef, SavedModel
+from . import protos
 
-MESSAGE_TYPES = {GRAPHDEF: GraphDef, METAGRAPH: MetaGraphDef, SAVEDMODEL: SavedModel}
 SAVED_MODEL_FILES = {BINARY: "saved_model.pb", TEXT: "saved_model.pbtxt"}
 # What a SavedModel directory holds besides its graph; fingerprint.pb is left
 # out on purpose: it hashes the graph file, which a rewrite changes.
@@ -42,6 +41,10 @@ _TEXT_START = re.compile(rb"\A(?:\s*(?:#[^\n]*)?\n)*\s*([A-Za-z_][A-Za-z0-9_]*)\
 # parsed as the wrong kind almost always does.
 _PLAUSIBLE_NAME = re.compile(r"[^\x00-\x20\x7f]+\Z")
 _SAMPLE = 1000
+
+
+def _new_message(kind: str):
+    return getattr(protos, KIND_NAMES[kind])()  # the class names are the kind names
 
 
 def read_model(path: str, kind: str | None = None) -> Model:
@@ -118,7 +121,7 @@ def _parse_text(data: bytes, kind, path, first_field):
     kinds = [kind] if kind else guessed or list(_TEXT_FIELDS)
     first_error = None
     for candidate in kinds:
-        message = MESSAGE_TYPES[candidate]()
+        message = _new_message(candidate)
         try:
             text_format.Parse(text, message)
         except text_format.ParseError as error:
@@ -138,7 +141,7 @@ def _parse_binary(data: bytes, kind, path):
     else:
         kinds = [GRAPHDEF, METAGRAPH, SAVEDMODEL]
     for candidate in kinds:
-        message = MESSAGE_TYPES[candidate]()
+        message = _new_message(candidate)
         try:
             message.ParseFromString(data)
         except (DecodeError, RuntimeError, ValueError):

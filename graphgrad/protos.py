@@ -7,7 +7,6 @@ from a descriptor that reuses tensorboard's ``MetaGraphDef`` (the wire format is
 what matters: field 1 is the schema version, field 2 the repeated meta graphs).
 """
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from tensorboard.compat.proto import graph_pb2, meta_graph_pb2, types_pb2
 from tensorboard.compat.proto.attr_value_pb2 import AttrValue
 from tensorboard.compat.proto.function_pb2 import FunctionDefLibrary
@@ -19,11 +18,15 @@ MetaGraphDef = meta_graph_pb2.MetaGraphDef
 DataType = types_pb2.DataType
 
 __all__ = [
-    "AttrValue", "DataType", "FunctionDefLibrary", "GraphDef", "MetaGraphDef", "NodeDef", "SavedModel", "TensorProto",
+    "AttrValue", "DataType", "FunctionDefLibrary", "GraphDef", "MetaGraphDef", "NodeDef", "SavedModel",  # noqa: F822
+    "TensorProto",
 ]
 
 
 def _declare_saved_model():
+    # descriptor_pb2 costs ~30 ms to import: only files that are SavedModels pay it.
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
     pool = descriptor_pool.Default()
     file_name = "graphgrad/saved_model.proto"
     try:
@@ -54,4 +57,8 @@ def _declare_saved_model():
     return message_factory.GetMessageClass(descriptor)
 
 
-SavedModel = _declare_saved_model()
+def __getattr__(name):
+    if name == "SavedModel":
+        globals()["SavedModel"] = _declare_saved_model()
+        return globals()["SavedModel"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
