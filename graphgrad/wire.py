@@ -14,7 +14,7 @@ import re
 from google.protobuf.message import DecodeError
 
 from .model import iter_graph_nodes, override_of, set_override
-from .protos import FunctionDefLibrary, GraphDef, NodeDef
+from .protos import GraphDef, NodeDef
 from .rewrite import RewriteOptions, apply_rules
 from .select import op_types_needed
 from .spec import ATTR
@@ -147,7 +147,7 @@ class ScannedGraph:
         self.data = memoryview(data)
         self.fields = []  # (number, entry start, payload start, end)
         self.nodes = []
-        self.library = None
+        self._library = None
         sampled_bytes = 0
         for number, wire_type, entry, payload, end in _fields(self.data, 0, len(self.data)):
             if number not in _GRAPHDEF_FIELDS:
@@ -171,35 +171,32 @@ class ScannedGraph:
         if sampled_bytes < min(len(self.nodes), _SAMPLE) * MIN_AVERAGE_NODE_BYTES:
             raise NotApplicable("small nodes: a full parse is faster")
 
-    def library_message(self):
-        """The function library, parsed (all ``library`` fields merged)."""
-        if self.library is None:
-            self.library = FunctionDefLibrary()
+    def _library_graph(self):
+        """A GraphDef holding only the function library (all ``library`` fields
+        merged), parsed once; rules edit its function bodies in place."""
+        if self._library is None:
+            self._library = GraphDef()
             try:
                 for number, _, payload, end in self.fields:
                     if number == LIBRARY_FIELD:
-                        self.library.MergeFromString(bytes(self.data[payload:end]))
+                        self._library.library.MergeFromString(bytes(self.data[payload:end]))
             except DecodeError:
                 raise NotApplicable("the function library does not parse") from None
-            self._library_bytes = self.library.SerializeToString(deterministic=True)
-        return self.library
+            self._library_bytes = self._library.library.SerializeToString(deterministic=True)
+        return self._library
 
     def function_nodes(self, op_types=None) -> list:
-        """References to the nodes of the function library (parsed on first use)."""
+        """References to the nodes of the function bodies."""
         if not any(number == LIBRARY_FIELD for number, *_ in self.fields):
             return []
-        graph_def = GraphDef()
-        graph_def.library.CopyFrom(self.library_message())
-        self._library_graph = graph_def  # keeps the references' messages alive and editable
-        return [ref for ref in iter_graph_nodes(graph_def, "", True, op_types) if ref.function is not None]
+        return [ref for ref in iter_graph_nodes(self._library_graph(), "", True, op_types) if ref.function is not None]
 
     def chunks(self):
         """The output: original bytes, except re-encoded changed nodes and library."""
-        library_changed = self.library is not None and (
-            self._library_graph.library.SerializeToString(deterministic=True) != self._library_bytes
-        )
-        if library_changed:
-            self.library = self._library_graph.library
+        library = None
+        if self._library is not None:
+            encoded = self._library.library.SerializeToString(deterministic=True)
+            library = encoded if encoded != self._library_bytes else None
         by_start = {node._span[0]: node for node in self.nodes if node.dirty}
         library_written = False
         for number, entry, payload, end in self.fields:
@@ -207,10 +204,9 @@ class ScannedGraph:
             if node is not None:
                 encoded = node.node.SerializeToString(deterministic=True)
                 yield bytes([NODE_FIELD << 3 | 2]) + _encode_varint(len(encoded)) + encoded
-            elif number == LIBRARY_FIELD and library_changed:
+            elif number == LIBRARY_FIELD and library is not None:
                 if not library_written:  # repeated library fields merge into one
-                    encoded = self.library.SerializeToString(deterministic=True)
-                    yield bytes([LIBRARY_FIELD << 3 | 2]) + _encode_varint(len(encoded)) + encoded
+                    yield bytes([LIBRARY_FIELD << 3 | 2]) + _encode_varint(len(library)) + library
                     library_written = True
             else:
                 yield self.data[entry:end]

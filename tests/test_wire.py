@@ -102,3 +102,12 @@ def test_mutated_bytes_never_crash(data):
     except NotApplicable:
         return  # the caller parses the file whole and reports what is wrong
     assert isinstance(output, bytes)
+
+
+def test_function_edits_survive_a_rule_that_misses(frozen):
+    """The hint path looks at every node; it must not drop edits already made."""
+    output, report = fast(frozen, options(("op", "Sign=ste"), ("op", "Round=ste"), allow_missing=True))
+    assert [c.node for c in report.changes] == ["binarize/Sign"]
+    assert "no node has op type 'Round'" in report.notes[0]
+    functions = read_model_bytes(output).library.function
+    assert functions[0].node_def[0].attr["_gradient_op_type"].s == b"graphgrad/ste(clip=1.0)"
