@@ -210,6 +210,12 @@ def locate_tensor(model: Model, tensor: str):
 
 
 def _function_hint(model: Model, tensor: str) -> str:
+    import difflib  # only on this error path
+
+    top_names = [name for scope in scopes(model, functions=False) for name in scope._by_name]
+    close = difflib.get_close_matches(tensor.split(":")[0], top_names, n=3, cutoff=0.6)
+    if close:
+        return f"; close names: {', '.join(close)}"
     function, _, rest = tensor.partition("/")
     node = rest.split(":")[0]
     for scope in scopes(model):

@@ -62,6 +62,8 @@ def test_insert_errors():
     model = read_model(fixture("dense_net.pb"))
     with pytest.raises(Exception, match="no tensor 'l1_dense/Nope:0'"):
         insert(model, "l1_dense/Nope:0", "reverse")
+    with pytest.raises(Exception, match="close names: l1_dense/BiasAdd"):
+        insert(model, "l1_dense/BiasAd:0", "reverse")
     with pytest.raises(SelectionError, match="nothing consumes loss:0"):
         insert(model, "loss:0", "reverse")
     with pytest.raises(SpecError, match="cannot be embedded"):

@@ -35,7 +35,7 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
         files = [to_jsonable(summary) | ({"grad_status": status} if status else {})
                  for summary, status in zip(summaries, statuses)]
         echo_json({"files": files, "errors": failures})
-    else:
+    elif summaries:
         click.echo("\n\n".join(_render(summary, status) for summary, status in zip(summaries, statuses)))
     if failures:
         raise SystemExit(1)
