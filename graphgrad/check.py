@@ -17,7 +17,7 @@ from .errors import GraphgradError, UnresolvedGradientsError
 from .io import read_model
 from .model import GRAPHDEF, METAGRAPH, Model, iter_nodes
 from .runtime import is_registered, register_gradients, tensorflow
-from .spec import ATTR, CUSTOM_GRADIENT
+from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE
 from .surgery import ResetOptions, reset_model
 
 # Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
@@ -80,8 +80,7 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
             report.gradients.append(_gradient(session, name, x, y_tensor, feed))
         report.blockers = _blockers(graph, x_tensors, y_tensor, unresolved, path)
         report.idle_overrides = _idle_overrides(graph, x_tensors, y_tensor)
-    if any(op.node_def.attr[ATTR].s.startswith(b"graphgrad/") for op in graph.get_operations()
-           if ATTR in op.node_def.attr):
+    if any(value.startswith(NAMESPACE) for value in _override_values(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
         plain_graph, plain_session, _ = _load(plain)
         with plain_graph.as_default():

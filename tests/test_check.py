@@ -102,3 +102,12 @@ def test_ops_grad_status():
     assert status["Relu"] == "registered" and status["Placeholder"] == "missing"
     text = run_cli("ops", fixture("binary_net.pb"), "--grad-status").stdout
     assert "Sign             4             -  zero" in text
+
+
+def test_overrides_in_function_bodies_are_compared_too(tmp_path):
+    patched = tmp_path / "functions_ste.pb"
+    run_cli("rewrite", fixture("functions.pb"), "--op", "Sign=ste", "-o", patched)
+    report = check_json(patched, "--x", "x", "--y", "Identity", "--feed", "flag=true",
+                        "--feed", "x=[0.5, -2.0, 0.0]", expect=0)
+    assert abs(report["gradients"][0]["norm"] - np.sqrt(8.0)) < 1e-6
+    assert [g["status"] for g in report["without_overrides"]] == ["zero"]
