@@ -172,3 +172,27 @@ def test_reports_survive_the_trip_from_a_worker():
     )
     again = pickle.loads(pickle.dumps(report))
     assert again == report and again.by_op_type == {"Round": 1, "Sign": 1}
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    import io
+
+    from graphgrad.batch import Item
+    from graphgrad.cli.render import progress_bar
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    piped = io.StringIO()
+    monkeypatch.setattr("sys.stderr", piped)
+    with progress_bar(3, "rewriting") as progress:
+        assert progress is None
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    with progress_bar(3, "rewriting") as progress:
+        for name in ("a.pb", "b.pb", "c.pb"):
+            progress(Item(f"zoo/{name}"))
+    shown = terminal.getvalue()
+    assert "rewriting" in shown and "3/3" in shown and "c.pb" in shown
+    assert piped.getvalue() == ""
