@@ -92,7 +92,7 @@ def apply_rules(nodes, options: RewriteOptions, all_nodes=None) -> RewriteReport
     refused = []
     for node, rule in selection.matches:
         new, old = rule.spec.attr_value, node.override
-        change = NodeChange(getattr(node, "graph", ""), node.name, node.op_type, old, new)
+        change = NodeChange(node.graph, node.name, node.op_type, old, new)
         if old == new:
             report.unchanged.append(change)
         elif old is not None and not options.force and rule.selector != DANGLING:

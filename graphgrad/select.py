@@ -199,11 +199,12 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
         chosen = selecting[0][1]
         for order, _ in selecting:
             counts_in_scope[order] += 1
-        conflicts += [
-            f"{node.name} ({node.op_type}): {chosen} and {rule}"
-            for _, rule in selecting[1:]
-            if rule.spec != chosen.spec
-        ]
+        if len(selecting) > 1:
+            conflicts += [
+                f"{node.name} ({node.op_type}): {chosen} and {rule}"
+                for _, rule in selecting[1:]
+                if rule.spec != chosen.spec
+            ]
         selection.matches.append((node, chosen))
     if conflicts:
         raise SelectionError(
