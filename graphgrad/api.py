@@ -6,6 +6,7 @@ them uses (surgery, diff, summary) are imported by the functions that use them:
 """
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -169,12 +170,15 @@ def diff_files(a: str, b: str, kind: str | None = None):
 
 
 def _batch(paths, output: OutputOptions, batch: BatchOptions, work, progress) -> list[FileResult]:
+    """Plan, then run ``work`` on every item. ``progress(count)``, if given, is a
+    context manager yielding a per-item callback (or None)."""
     items, problems = plan(paths, batch)
     if output.out and len(items) + len(problems) > 1:
         raise GraphgradError(
             f"-o names one output, but {len(items) + len(problems)} models were given; use --out-dir or --in-place"
         )
-    results = run(items, work, batch, progress)
+    with progress(len(items)) if progress else nullcontext() as tick:
+        results = run(items, work, batch, tick)
     results = [
         result or FileResult(input=item.path, error=f"{item.path}: the worker process died before finishing it")
         for item, result in zip(items, results)

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, replace
 
 from .errors import GraphgradError
-from .io import expand_pattern, find_models, load_gradient_module
+from .io import expand_pattern, find_models, is_saved_model_dir, load_gradient_module
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,7 @@ def _mirror_base(argument: str) -> str | None:
                 break
             static.append(part)
         return os.sep.join(static) or "."
-    if os.path.isdir(argument) and not os.path.isfile(os.path.join(argument, "saved_model.pb")) and not os.path.isfile(
-        os.path.join(argument, "saved_model.pbtxt")
-    ):
+    if os.path.isdir(argument) and not is_saved_model_dir(argument):
         return argument
     return None
 

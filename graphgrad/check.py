@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from .errors import GraphgradError, UnresolvedGradientsError
 from .io import read_model
-from .model import GRAPHDEF, METAGRAPH, Model, iter_nodes
-from .runtime import is_registered, register_gradients, tensorflow
+from .model import GRAPHDEF, METAGRAPH, Model
+from .runtime import is_registered, overrides_in, register_gradients, tensorflow
 from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE
 from .surgery import ResetOptions, reset_model
 
@@ -80,7 +80,7 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
             report.gradients.append(_gradient(session, name, x, y_tensor, feed))
         report.blockers = _blockers(graph, x_tensors, y_tensor, unresolved, path)
         report.idle_overrides = _idle_overrides(graph, x_tensors, y_tensor)
-    if any(value.startswith(NAMESPACE) for value in _override_values(model)):  # function bodies too
+    if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
         plain_graph, plain_session, _ = _load(plain)
         with plain_graph.as_default():
@@ -100,7 +100,7 @@ def _load(model: Model):
     try:
         register_gradients(model)
     except UnresolvedGradientsError:
-        unresolved = {value for value in _override_values(model) if not is_registered(value)}
+        unresolved = {value for value in overrides_in(model) if not is_registered(value)}
     session = tf.compat.v1.Session(graph=graph)
     with graph.as_default():
         if model.kind == GRAPHDEF:
@@ -116,10 +116,6 @@ def _load(model: Model):
 
 def _tf_message(message_type, message):
     return message_type.FromString(message.SerializeToString())
-
-
-def _override_values(model: Model):
-    return {ref.override for ref in iter_nodes(model) if ref.override}
 
 
 def _tensor(graph, name: str):

@@ -389,7 +389,7 @@ def find_models(path: str, recursive: bool = False) -> list[str]:
     gives its ``.pb``/``.pbtxt``/``.meta`` files and SavedModels (and, with
     ``recursive``, those of its subdirectories).
     """
-    if not os.path.isdir(path) or _is_saved_model_dir(path):
+    if not os.path.isdir(path) or is_saved_model_dir(path):
         return [path]
     found = []
     try:
@@ -398,7 +398,7 @@ def find_models(path: str, recursive: bool = False) -> list[str]:
         raise ModelReadError(f"cannot list {path}: {error.strerror or error}") from None
     for entry in entries:
         if entry.is_dir():
-            if _is_saved_model_dir(entry.path):
+            if is_saved_model_dir(entry.path):
                 found.append(entry.path)
             elif recursive:
                 found.extend(_models_below(entry.path))
@@ -419,7 +419,8 @@ def _models_below(path: str) -> list[str]:
         return []
 
 
-def _is_saved_model_dir(path: str) -> bool:
+def is_saved_model_dir(path: str) -> bool:
+    """Whether ``path`` is a directory holding saved_model.pb or saved_model.pbtxt."""
     return any(os.path.isfile(os.path.join(path, name)) for name in SAVED_MODEL_FILES.values())
 
 

@@ -1,9 +1,11 @@
 """graphgrad reset: remove gradient overrides and undo inserted or embedded gradients."""
 
+from functools import partial
+
 import click
 
 from ..api import reset_files
-from ..batch import BatchOptions, plan
+from ..batch import BatchOptions
 from ..surgery import ResetOptions
 from . import options
 from .render import finish_batch, progress_bar
@@ -24,8 +26,8 @@ def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out
     inserted and embedded nodes, restoring the original wiring."""
     output = options.make_output(out, in_place, dry_run, encoding, out_dir, backup)
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs)
-    with progress_bar(len(plan(models, batch)[0]), "resetting") as progress:
-        results = reset_files(list(models), ResetOptions(op_types, globs, functions), output, kind, batch, progress)
+    progress = partial(progress_bar, label="resetting")
+    results = reset_files(list(models), ResetOptions(op_types, globs, functions), output, kind, batch, progress)
     finish_batch(results, as_json, _render_report, _summarize_report)
 
 

@@ -1,9 +1,11 @@
 """graphgrad rewrite: give selected nodes a gradient, by op type or node name."""
 
+from functools import partial
+
 import click
 
 from ..api import rewrite_files
-from ..batch import BatchOptions, plan
+from ..batch import BatchOptions
 from ..io import load_gradient_module, read_rules_file
 from ..rewrite import RewriteOptions
 from ..select import NODE, OP, parse_rule, repair_rule, rules_from_document
@@ -65,8 +67,8 @@ def rewrite_command(models, op_rules, node_rules, rules_files, repair, match, ex
         force=force, allow_missing=allow_missing, embed=embed,
     )
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs, gradient_modules=gradient_modules)
-    with progress_bar(len(plan(models, batch)[0]), "rewriting") as progress:
-        results = rewrite_files(list(models), rewrite_options, output, kind, batch, progress)
+    progress = partial(progress_bar, label="rewriting")
+    results = rewrite_files(list(models), rewrite_options, output, kind, batch, progress)
     finish_batch(results, as_json, _render_report, _summarize_report)
 
 
