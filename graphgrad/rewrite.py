@@ -96,19 +96,30 @@ def apply_rules(nodes, options: RewriteOptions, all_nodes=None) -> RewriteReport
         if old == new:
             report.unchanged.append(change)
         elif old is not None and not options.force and rule.selector != DANGLING:
-            refused.append(f"{node.name} ({node.op_type}) has {old!r}, the rule wants {new!r}")
+            refused.append(change)
         else:
             report.changes.append((node, change))
     if refused:
         raise SelectionError(
-            f"{len(refused)} node(s) already carry a different gradient override: "
-            f"{'; '.join(refused[:5])}{' ...' if len(refused) > 5 else ''}. "
+            f"{len(refused)} node(s) already carry a different gradient override: {_describe_refused(refused)}. "
             "To replace them, add --force (force=True)."
         )
     for node, change in report.changes:
         node.set_override(change.new)
     report.changes = [change for _, change in report.changes]
     return report
+
+
+def _describe_refused(refused) -> str:
+    """One phrase per (old, new) pair, naming its first node: errors stay one short line."""
+    groups = {}
+    for change in refused:
+        groups.setdefault((change.old, change.new), []).append(change)
+    phrases = []
+    for (old, new), changes in groups.items():
+        more = f" (and {len(changes) - 1} more like it)" if len(changes) > 1 else ""
+        phrases.append(f"{changes[0].node} ({changes[0].op_type}) has {old!r}{more}, the rule wants {new!r}")
+    return "; ".join(phrases[:3]) + ("; ..." if len(phrases) > 3 else "")
 
 
 def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
