@@ -4,6 +4,7 @@ rule selects nothing (``sign`` for ``Sign``, ``stack`` for ``Pack``, ...).
 Works on any nodes with ``name`` and ``op_type`` (file nodes or live ops).
 """
 
+from collections import Counter
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -176,7 +177,6 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
     rules = list(rules)
     counts = [0] * len(rules)
     counts_in_scope = [0] * len(rules)
-    conflicts = []
     # Op-type rules without a scope of their own are looked up by type; the rest
     # are tried node by node. Rule order is kept for the choice between rules.
     by_type, others = {}, []
@@ -186,26 +186,10 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
         else:
             others.append((order, rule))
     narrowed = bool(match or exclude)
-    for node in nodes:
-        selecting = by_type.get(node.op_type, [])
-        if others:
-            selecting = sorted(selecting + [(order, rule) for order, rule in others if rule.selects(node)])
-        if not selecting:
-            continue
-        for order, _ in selecting:
-            counts[order] += 1
-        if narrowed and not in_scope(node.name, match, exclude):
-            continue
-        chosen = selecting[0][1]
-        for order, _ in selecting:
-            counts_in_scope[order] += 1
-        if len(selecting) > 1:
-            conflicts += [
-                f"{node.name} ({node.op_type}): {chosen} and {rule}"
-                for _, rule in selecting[1:]
-                if rule.spec != chosen.spec
-            ]
-        selection.matches.append((node, chosen))
+    if others or narrowed:
+        conflicts = _select_each(nodes, by_type, others, match, exclude, counts, counts_in_scope, selection)
+    else:
+        conflicts = _select_by_type(nodes, by_type, counts, counts_in_scope, selection)
     if conflicts:
         raise SelectionError(
             f"rules disagree on {len(conflicts)} node(s): {'; '.join(conflicts[:5])}"
@@ -227,6 +211,49 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
         raise SelectionError("; ".join(misses))
     selection.notes.extend(misses)
     return selection
+
+
+def _select_by_type(nodes, by_type, counts, counts_in_scope, selection) -> list:
+    """Plain --op rules only: a dict lookup per node (graphs have 100k nodes)."""
+    hits = [node for node in nodes if node.op_type in by_type]
+    for op_type, count in Counter(node.op_type for node in hits).items():
+        for order, _ in by_type[op_type]:
+            counts[order] += count
+            counts_in_scope[order] += count
+    chosen = {op_type: selecting[0][1] for op_type, selecting in by_type.items()}
+    selection.matches += [(node, chosen[node.op_type]) for node in hits]
+    disagreeing = {op_type for op_type, selecting in by_type.items() if len({r.spec for _, r in selecting}) > 1}
+    return [
+        f"{node.name} ({node.op_type}): {chosen[node.op_type]} and {rule}"
+        for node in hits if node.op_type in disagreeing
+        for _, rule in by_type[node.op_type][1:] if rule.spec != chosen[node.op_type].spec
+    ]
+
+
+def _select_each(nodes, by_type, others, match, exclude, counts, counts_in_scope, selection) -> list:
+    """Rules with globs or scopes: tried node by node, in rule order."""
+    conflicts = []
+    for node in nodes:
+        selecting = by_type.get(node.op_type, [])
+        if others:
+            selecting = sorted(selecting + [(order, rule) for order, rule in others if rule.selects(node)])
+        if not selecting:
+            continue
+        for order, _ in selecting:
+            counts[order] += 1
+        if (match or exclude) and not in_scope(node.name, match, exclude):
+            continue
+        chosen = selecting[0][1]
+        for order, _ in selecting:
+            counts_in_scope[order] += 1
+        if len(selecting) > 1:
+            conflicts += [
+                f"{node.name} ({node.op_type}): {chosen} and {rule}"
+                for _, rule in selecting[1:]
+                if rule.spec != chosen.spec
+            ]
+        selection.matches.append((node, chosen))
+    return conflicts
 
 
 def _miss_message(rule: Rule, nodes) -> str:

@@ -7,6 +7,9 @@ are matched on those; only the selected nodes (and the function library, when a
 rule reaches into it) are parsed with protobuf, changed and re-encoded; every
 other byte is copied as it was. The output is a valid GraphDef equal in meaning
 to what a full parse would give, and the same input and rules give the same bytes.
+
+Graphs of many small nodes are cheaper to parse in C than to scan here: they go
+to :mod:`graphgrad.partial`, which parses them with a cut-down schema.
 """
 
 import re
@@ -14,12 +17,11 @@ import re
 from google.protobuf.message import DecodeError
 
 from .model import iter_graph_nodes, override_of, set_override
+from .partial import ATTR_BYTES, HeadGraph, NotApplicable
 from .protos import GraphDef, NodeDef
 from .rewrite import RewriteOptions, apply_rules
 from .select import op_types_needed
-from .spec import ATTR
 
-_ATTR_BYTES = ATTR.encode()
 NODE_FIELD = 1
 LIBRARY_FIELD = 2
 _GRAPHDEF_FIELDS = {1, 2, 3, 4, 5}
@@ -31,8 +33,8 @@ MIN_FILE_BYTES = 1 << 20
 _SAMPLE = 64
 
 
-class NotApplicable(Exception):
-    """The bytes are not a binary GraphDef this scanner should handle."""
+class SmallNodes(NotApplicable):
+    """A binary GraphDef, but of nodes too small for this scanner."""
 
 
 def _varint(data, position):
@@ -129,7 +131,7 @@ class ScannedNode:
     @property
     def override(self):
         # A byte search (in C, on the original bytes): most nodes never get parsed.
-        if self._data.obj.find(_ATTR_BYTES, self._span[0], self._span[1]) < 0:
+        if self._data.obj.find(ATTR_BYTES, self._span[0], self._span[1]) < 0:
             return None
         return override_of(self.node)
 
@@ -160,7 +162,7 @@ class ScannedGraph:
                         raise NotApplicable("not a GraphDef node")
                     sampled_bytes += end - payload
                     if len(self.nodes) == _SAMPLE - 1 and sampled_bytes < _SAMPLE * MIN_AVERAGE_NODE_BYTES:
-                        raise NotApplicable("small nodes: a full parse is faster")  # before scanning them all
+                        raise SmallNodes("small nodes: a cut-down parse is faster")  # before scanning them all
                 try:
                     node = ScannedNode(self.data, (payload, end), name.decode(), op.decode())
                 except UnicodeDecodeError:
@@ -169,34 +171,18 @@ class ScannedGraph:
         if not self.nodes:
             raise NotApplicable("no nodes")
         if sampled_bytes < min(len(self.nodes), _SAMPLE) * MIN_AVERAGE_NODE_BYTES:
-            raise NotApplicable("small nodes: a full parse is faster")
+            raise SmallNodes("small nodes: a cut-down parse is faster")
 
-    def _library_graph(self):
-        """A GraphDef holding only the function library (all ``library`` fields
-        merged), parsed once; rules edit its function bodies in place."""
-        if self._library is None:
-            self._library = GraphDef()
-            try:
-                for number, _, payload, end in self.fields:
-                    if number == LIBRARY_FIELD:
-                        self._library.library.MergeFromString(bytes(self.data[payload:end]))
-            except DecodeError:
-                raise NotApplicable("the function library does not parse") from None
-            self._library_bytes = self._library.library.SerializeToString(deterministic=True)
-        return self._library
+    def candidates(self, op_types=None) -> list:
+        """The top-level nodes (of ``op_types`` only, if given)."""
+        return [node for node in self.nodes if op_types is None or node.op_type in op_types]
 
-    def function_nodes(self, op_types=None) -> list:
-        """References to the nodes of the function bodies."""
-        if not any(number == LIBRARY_FIELD for number, *_ in self.fields):
-            return []
-        return [ref for ref in iter_graph_nodes(self._library_graph(), "", True, op_types) if ref.function is not None]
+    def library_payloads(self) -> list:
+        return [self.data[payload:end] for number, _, payload, end in self.fields if number == LIBRARY_FIELD]
 
-    def chunks(self):
-        """The output: original bytes, except re-encoded changed nodes and library."""
-        library = None
-        if self._library is not None:
-            encoded = self._library.library.SerializeToString(deterministic=True)
-            library = encoded if encoded != self._library_bytes else None
+    def chunks(self, library: bytes | None):
+        """The output: original bytes, except re-encoded changed nodes and, if
+        given, ``library`` (merged and re-encoded) for the library fields."""
         by_start = {node._span[0]: node for node in self.nodes if node.dirty}
         library_written = False
         for number, entry, payload, end in self.fields:
@@ -212,6 +198,39 @@ class ScannedGraph:
                 yield self.data[entry:end]
 
 
+class Library:
+    """A GraphDef's function library, given as the payloads of its ``library``
+    fields and parsed (merged, as protobuf would) only when a rule reaches into it."""
+
+    def __init__(self, payloads):
+        self._payloads = payloads
+        self._graph = None
+
+    def _parsed(self):
+        if self._graph is None:
+            self._graph = GraphDef()
+            try:
+                for payload in self._payloads:
+                    self._graph.library.MergeFromString(bytes(payload))
+            except DecodeError:
+                raise NotApplicable("the function library does not parse") from None
+            self._original = self._graph.library.SerializeToString(deterministic=True)
+        return self._graph
+
+    def function_nodes(self, op_types=None) -> list:
+        """References to the nodes of the function bodies (edits stay in the one parse)."""
+        if not self._payloads:
+            return []
+        return [ref for ref in iter_graph_nodes(self._parsed(), "", True, op_types) if ref.function is not None]
+
+    def changed_bytes(self) -> bytes | None:
+        """The re-encoded library if a rule changed it, else None."""
+        if self._graph is None:
+            return None
+        encoded = self._graph.library.SerializeToString(deterministic=True)
+        return encoded if encoded != self._original else None
+
+
 def rewrite_graphdef_bytes(data, options: RewriteOptions, min_size: int = MIN_FILE_BYTES):
     """Apply ``options`` to a binary GraphDef given as bytes.
 
@@ -221,13 +240,16 @@ def rewrite_graphdef_bytes(data, options: RewriteOptions, min_size: int = MIN_FI
     """
     if options.embed:
         raise NotApplicable("--embed edits the graph structure")
-    graph = ScannedGraph(data, min_size)
+    try:
+        graph = ScannedGraph(data, min_size)
+    except SmallNodes:
+        graph = HeadGraph(data)
+    library = Library(graph.library_payloads())
     op_types = op_types_needed(options.rules, options.match, options.exclude)
-    candidates = [node for node in graph.nodes if op_types is None or node.op_type in op_types]
-    functions = graph.function_nodes(op_types) if options.functions else []
+    functions = library.function_nodes(op_types) if options.functions else []
 
     def all_nodes():
-        return graph.nodes + (graph.function_nodes() if options.functions else [])
+        return graph.candidates() + (library.function_nodes() if options.functions else [])
 
-    report = apply_rules(candidates + functions, options, all_nodes=all_nodes)
-    return graph.chunks(), report
+    report = apply_rules(graph.candidates(op_types) + functions, options, all_nodes=all_nodes)
+    return graph.chunks(library.changed_bytes()), report

@@ -1,0 +1,153 @@
+"""Binary GraphDefs of many small nodes, parsed with cut-down schemas.
+
+A full parse builds every node's attribute map, and then Python touches each node.
+Rules and summaries need far less, so protobuf (in C) parses the same bytes with
+schemas that declare only that:
+
+- ``GraphHeads``, for rewriting: per node its name, op, inputs, device, and its
+  attribute entries as key + undecoded value. Every other field (of a node, or of
+  the GraphDef: versions, debug info) stays a protobuf *unknown field*, kept as
+  its bytes and written back after the declared ones. Serializers write fields in
+  number order, so an untouched node is written back byte for byte, and a changed
+  one differs only by its new ``_gradient_op_type`` entry, added last.
+- ``GraphFlat``, for summaries: ``node`` declared as one singular message whose
+  fields are all repeated. Protobuf merges repeated occurrences of a singular
+  message field, so the parse concatenates every node's name, op, inputs and
+  attribute keys into four flat lists, without one Python object per node.
+  (A node with neither name nor op, which TensorFlow refuses anyway, would go
+  uncounted; a node with one of the two makes the lists disagree, and
+  :class:`NotApplicable` sends the caller to a full parse.)
+"""
+
+from functools import lru_cache
+
+from google.protobuf.message import DecodeError
+
+from .protos import AttrValue
+from .spec import ATTR
+
+
+class NotApplicable(Exception):
+    """The bytes are not a binary GraphDef this path should handle."""
+
+
+ATTR_BYTES = ATTR.encode()
+
+# (message name, [(field name, number, repeated, type)]); a type that is not a
+# scalar name is a message of this file.
+_SCHEMA = [
+    ("AttrEntry", [("key", 1, False, "string"), ("value", 2, False, "bytes")]),
+    ("NodeHead", [
+        ("name", 1, False, "string"), ("op", 2, False, "string"), ("input", 3, True, "string"),
+        ("device", 4, False, "string"), ("attr", 5, True, "AttrEntry"),
+    ]),
+    ("GraphHeads", [("node", 1, True, "NodeHead"), ("library", 2, True, "bytes")]),
+    ("AttrKeys", [("key", 1, True, "string")]),
+    ("FlatNodes", [
+        ("name", 1, True, "string"), ("op", 2, True, "string"), ("input", 3, True, "string"),
+        ("attr", 5, False, "AttrKeys"),
+    ]),
+    ("GraphFlat", [("node", 1, False, "FlatNodes"), ("library", 2, True, "bytes")]),
+]
+
+
+@lru_cache(maxsize=None)
+def message_class(name: str):
+    """The message class ``name`` of the cut-down schema."""
+    from google.protobuf import message_factory
+
+    return message_factory.GetMessageClass(_pool().FindMessageTypeByName(f"graphgrad.{name}"))
+
+
+@lru_cache(maxsize=None)
+def _pool():
+    """The cut-down schema, declared once, in a descriptor pool of its own."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    field_type = descriptor_pb2.FieldDescriptorProto
+    scalars = {"string": field_type.TYPE_STRING, "bytes": field_type.TYPE_BYTES}
+    proto = descriptor_pb2.FileDescriptorProto(name="graphgrad/partial.proto", package="graphgrad", syntax="proto3")
+    for message_name, fields in _SCHEMA:
+        message = proto.message_type.add(name=message_name)
+        for field_name, number, repeated, kind in fields:
+            label = field_type.LABEL_REPEATED if repeated else field_type.LABEL_OPTIONAL
+            if kind in scalars:
+                message.field.add(name=field_name, number=number, label=label, type=scalars[kind])
+            else:
+                message.field.add(name=field_name, number=number, label=label, type=field_type.TYPE_MESSAGE,
+                                  type_name=f".graphgrad.{kind}")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return pool
+
+
+def parse(name: str, data):
+    """``data`` parsed as message ``name``; :class:`NotApplicable` if it does not parse."""
+    try:
+        return message_class(name).FromString(data)
+    except DecodeError:  # the full parse reports what is wrong
+        raise NotApplicable("does not parse as a GraphDef") from None
+
+
+class HeadNode:
+    """A top-level node of a :class:`HeadGraph`, as rules see it."""
+
+    __slots__ = ("graph", "function", "name", "op_type", "head", "_maybe_override")
+
+    def __init__(self, head, maybe_override: bool):
+        self.graph, self.function = "", None
+        self.name, self.op_type = head.name, head.op
+        self.head = head
+        self._maybe_override = maybe_override
+
+    @property
+    def override(self):
+        value = None
+        if self._maybe_override:
+            for entry in self.head.attr:  # the last entry wins, as when a map is parsed
+                if entry.key == ATTR:
+                    value = AttrValue.FromString(entry.value).s.decode("utf-8", "replace")
+        return value
+
+    def set_override(self, value) -> None:
+        if self._maybe_override:
+            entries = self.head.attr
+            for index in reversed(range(len(entries))):
+                if entries[index].key == ATTR:
+                    del entries[index]
+        if value is not None:
+            self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
+
+
+@lru_cache(maxsize=64)
+def _attr_field(value: str) -> bytes:
+    """The encoded ``attr`` field that maps ``_gradient_op_type`` to ``value``."""
+    entry = message_class("AttrEntry")(key=ATTR, value=AttrValue(s=value.encode("utf-8")).SerializeToString())
+    return message_class("NodeHead")(attr=[entry]).SerializeToString()
+
+
+class HeadGraph:
+    """A binary GraphDef parsed as ``GraphHeads``: nodes to select and change,
+    the library's payloads, everything else kept as bytes."""
+
+    def __init__(self, data: bytes):
+        self.message = parse("GraphHeads", data)
+        # A byte search (in C): when the name occurs nowhere, no node's attributes need a look.
+        self._maybe_override = ATTR_BYTES in data
+
+    def candidates(self, op_types=None) -> list:
+        """The top-level nodes (of ``op_types`` only, if given)."""
+        maybe = self._maybe_override
+        if op_types is None:
+            return [HeadNode(head, maybe) for head in self.message.node]
+        return [HeadNode(head, maybe) for head in self.message.node if head.op in op_types]
+
+    def library_payloads(self) -> list:
+        return list(self.message.library)
+
+    def chunks(self, library: bytes | None):
+        """The output; ``library`` (merged and re-encoded) replaces the library fields if given."""
+        if library is not None:
+            del self.message.library[:]
+            self.message.library.append(library)
+        return [self.message.SerializeToString()]
