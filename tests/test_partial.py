@@ -1,0 +1,115 @@
+"""The cut-down parses for GraphDefs of many small nodes (graphgrad.partial)."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from graphs import chain_graph, frozen_graph
+from graphgrad import RewriteOptions, iter_nodes, parse_rule, read_model, rewrite_model
+from graphgrad.io import parse_model_bytes
+from graphgrad.model import Model
+from graphgrad.partial import HeadGraph, parse
+from graphgrad.spec import ATTR
+from graphgrad.wire import NotApplicable, ScannedGraph, SmallNodes, rewrite_graphdef_bytes
+
+
+def options(*rules, **kwargs):
+    return RewriteOptions(rules=tuple(parse_rule(kind, text) for kind, text in rules), **kwargs)
+
+
+def many_nodes():
+    """A chain of small nodes with a device, debug info (a field the cut-down
+    schema does not declare), versions and a function library."""
+    graph_def = chain_graph(300)
+    graph_def.node[5].device = "/device:CPU:0"
+    graph_def.node[7].experimental_debug_info.original_node_names.append("before/Sign")
+    graph_def.versions.producer = 1234
+    graph_def.library.CopyFrom(frozen_graph(layers=1, width=2).library)
+    return graph_def
+
+
+def fast(data, rewrite_options):
+    chunks, report = rewrite_graphdef_bytes(data, rewrite_options, min_size=0)
+    return b"".join(bytes(chunk) for chunk in chunks), report
+
+
+@pytest.fixture
+def data():
+    return many_nodes().SerializeToString(deterministic=True)
+
+
+def test_small_nodes_take_the_cut_down_parse(data):
+    with pytest.raises(SmallNodes):
+        ScannedGraph(data, min_size=0)
+    assert len(HeadGraph(data).candidates({"Sign"})) == 150
+
+
+def test_same_meaning_as_a_full_parse(data):
+    rules = options(("op", "Sign=ste"), ("node", "layer1?/Identity=reverse"))
+    output, report = fast(data, rules)
+    full, full_report = rewrite_model(Model(many_nodes(), "graphdef", "binary"), rules)
+    assert parse_model_bytes(output)[0] == full.message
+    assert [(c.node, c.old, c.new) for c in report.changes] == [(c.node, c.old, c.new) for c in full_report.changes]
+    assert len(report.changes) == 150 + 5 + 1  # Signs, layer10..18 Identities, the function's Sign
+
+
+def test_untouched_bytes_kept_and_no_change_is_the_same_file(data):
+    untouched, report = fast(data, options(("node", "nothing*=ste"), allow_missing=True))
+    assert untouched == data and not report.changes
+    output, _ = fast(data, options(("op", "Identity=reverse")))
+    for node in many_nodes().node:
+        if node.op != "Identity":
+            assert node.SerializeToString(deterministic=True) in output
+
+
+def test_deterministic_and_idempotent(data):
+    rules = options(("op", "Sign=ste"))
+    first, _ = fast(data, rules)
+    assert fast(data, rules)[0] == first
+    again, report = fast(first, rules)
+    assert again == first and not report.changes and len(report.unchanged) == 151
+
+
+def test_refusal_and_force_leave_one_entry_per_node(data):
+    first, _ = fast(data, options(("op", "Sign=ste")))
+    with pytest.raises(Exception, match="already carry a different gradient override"):
+        fast(first, options(("op", "Sign=identity")))
+    forced, report = fast(first, options(("op", "Sign=identity"), force=True))
+    assert len(report.changes) == 151 and {c.old for c in report.changes} == {"graphgrad/ste(clip=1.0)"}
+    for head in parse("GraphHeads", forced).node:
+        assert [entry.key for entry in head.attr].count(ATTR) == (head.op == "Sign")
+    values = {ref.override for ref in iter_nodes(Model(parse_model_bytes(forced)[0], "graphdef", "binary"))}
+    assert values == {None, "graphgrad/identity"}
+
+
+def test_hints_see_every_node_and_keep_function_edits(data):
+    output, report = fast(data, options(("op", "Sign=ste"), ("op", "sign=ste"), allow_missing=True))
+    assert "case-sensitive: did you mean Sign" in report.notes[0]
+    functions = parse_model_bytes(output)[0].library.function
+    assert functions[0].node_def[0].attr[ATTR].s == b"graphgrad/ste(clip=1.0)"
+
+
+@settings(max_examples=300, deadline=2000)
+@given(st.data())
+def test_mutated_bytes_never_crash(data):
+    mutated = bytearray(chain_graph(40).SerializeToString())
+    for _ in range(data.draw(st.integers(1, 6))):
+        mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        output, _ = fast(bytes(mutated), options(("op", "Sign=ste"), allow_missing=True))
+    except NotApplicable:
+        return  # the caller parses the file whole and reports what is wrong
+    assert isinstance(output, bytes)
+
+
+def test_cli_rewrites_a_big_chain_through_it(tmp_path):
+    chain = chain_graph(40000).SerializeToString(deterministic=True)
+    assert len(chain) > 1 << 20
+    source, out = tmp_path / "chain.pb", tmp_path / "out.pb"
+    source.write_bytes(chain)
+    result = run_cli("rewrite", source, "--op", "Sign=ste", "-o", out)
+    assert "changed 20000 node(s)" in result.stdout
+    assert out.read_bytes() == fast(chain, options(("op", "Sign=ste")))[0]
+    overrides = [ref.override for ref in iter_nodes(read_model(str(out))) if ref.op_type == "Sign"]
+    assert len(overrides) == 20000 and set(overrides) == {"graphgrad/ste(clip=1.0)"}
