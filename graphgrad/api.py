@@ -15,7 +15,7 @@ from .errors import GraphgradError, ModelWriteError
 from .io import backup_file, make_parent_directories, model_from_bytes, read_file, read_model, write_chunks, write_model
 from .model import BINARY, GRAPHDEF
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
-from .wire import NotApplicable, rewrite_graphdef_bytes
+from .wire import NotApplicable, graphdef_bodies, rewrite_graphdef_bytes
 
 
 @dataclass(frozen=True)
@@ -198,9 +198,19 @@ def _guarded(item: Item, process) -> FileResult:
 
 
 def summarize_file(path: str, kind: str | None = None, functions: bool = True):
-    """Read ``path`` and summarise its op types and overrides (a summary.ModelSummary)."""
-    from .summary import summarize
+    """Read ``path`` and summarise its op types and overrides (a summary.ModelSummary).
 
+    A binary GraphDef over 1 MiB is read through cut-down parses (:func:`wire.graphdef_bodies`).
+    """
+    from .summary import summarize, summarize_bodies
+
+    if kind in (None, GRAPHDEF) and os.path.isfile(path):
+        data = read_file(path)
+        try:
+            bodies = graphdef_bodies(data, functions)
+        except NotApplicable:
+            return summarize(model_from_bytes(data, path, kind), functions)
+        return summarize_bodies(path, GRAPHDEF, BINARY, [("", bodies)])
     return summarize(read_model(path, kind), functions)
 
 

@@ -20,6 +20,7 @@ schemas that declare only that:
 """
 
 from functools import lru_cache
+from operator import attrgetter
 
 from google.protobuf.message import DecodeError
 
@@ -48,6 +49,8 @@ _SCHEMA = [
         ("attr", 5, False, "AttrKeys"),
     ]),
     ("GraphFlat", [("node", 1, False, "FlatNodes"), ("library", 2, True, "bytes")]),
+    ("NodeKeys", [("attr", 5, False, "AttrKeys")]),  # one node's attribute keys, merged the same way
+    ("GraphKeys", [("node", 1, True, "NodeKeys")]),
 ]
 
 
@@ -94,9 +97,9 @@ class HeadNode:
 
     __slots__ = ("graph", "function", "name", "op_type", "head", "_maybe_override")
 
-    def __init__(self, head, maybe_override: bool):
+    def __init__(self, head, op_type: str, maybe_override: bool):
         self.graph, self.function = "", None
-        self.name, self.op_type = head.name, head.op
+        self.name, self.op_type = head.name, op_type
         self.head = head
         self._maybe_override = maybe_override
 
@@ -106,7 +109,7 @@ class HeadNode:
         if self._maybe_override:
             for entry in self.head.attr:  # the last entry wins, as when a map is parsed
                 if entry.key == ATTR:
-                    value = AttrValue.FromString(entry.value).s.decode("utf-8", "replace")
+                    value = _decoded_string(entry.value)
         return value
 
     def set_override(self, value) -> None:
@@ -117,6 +120,12 @@ class HeadNode:
                     del entries[index]
         if value is not None:
             self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
+
+
+@lru_cache(maxsize=64)
+def _decoded_string(encoded: bytes) -> str:
+    """The string an encoded AttrValue holds (a rewritten graph repeats a few of them)."""
+    return AttrValue.FromString(encoded).s.decode("utf-8", "replace")
 
 
 @lru_cache(maxsize=64)
@@ -139,8 +148,8 @@ class HeadGraph:
         """The top-level nodes (of ``op_types`` only, if given)."""
         maybe = self._maybe_override
         if op_types is None:
-            return [HeadNode(head, maybe) for head in self.message.node]
-        return [HeadNode(head, maybe) for head in self.message.node if head.op in op_types]
+            return [HeadNode(head, head.op, maybe) for head in self.message.node]
+        return [HeadNode(head, op, maybe) for head in self.message.node if (op := head.op) in op_types]
 
     def library_payloads(self) -> list:
         return list(self.message.library)
@@ -151,3 +160,33 @@ class HeadGraph:
             del self.message.library[:]
             self.message.library.append(library)
         return [self.message.SerializeToString()]
+
+
+def flat_columns(data: bytes):
+    """``(names, ops, inputs, overrides, library payloads)`` of a GraphDef's
+    top-level nodes, from one parse as ``GraphFlat`` (overrides: see
+    :func:`top_level_overrides`)."""
+    flat = parse("GraphFlat", data)
+    nodes = flat.node
+    names, ops = list(nodes.name), list(nodes.op)
+    if len(names) != len(ops):
+        raise NotApplicable("a node has no name or no op")
+    overrides = top_level_overrides(data) if ATTR in nodes.attr.key else []
+    return names, ops, list(nodes.input), overrides, list(flat.library)
+
+
+def top_level_overrides(data: bytes) -> list:
+    """``(name, op, value)`` of each top-level node that has a ``_gradient_op_type``.
+
+    Parsed as ``GraphKeys``, each node's attribute keys are one list to search in C;
+    only the nodes that have the key are then read as ``GraphHeads``.
+    """
+    keys = map(attrgetter("attr.key"), parse("GraphKeys", data).node)
+    hits = [index for index, node_keys in enumerate(keys) if ATTR in node_keys]
+    heads = parse("GraphHeads", data).node
+    return [(heads[index].name, heads[index].op, HeadNode(heads[index], "", True).override) for index in hits]
+
+
+def node_inputs(data: bytes):
+    """``(name, inputs)`` of each top-level node."""
+    return ((head.name, head.input) for head in parse("GraphHeads", data).node)

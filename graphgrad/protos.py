@@ -7,14 +7,13 @@ from a descriptor that reuses tensorboard's ``MetaGraphDef`` (the wire format is
 what matters: field 1 is the schema version, field 2 the repeated meta graphs).
 """
 
-from tensorboard.compat.proto import graph_pb2, meta_graph_pb2, types_pb2
+from tensorboard.compat.proto import graph_pb2, types_pb2
 from tensorboard.compat.proto.attr_value_pb2 import AttrValue
 from tensorboard.compat.proto.function_pb2 import FunctionDefLibrary
 from tensorboard.compat.proto.node_def_pb2 import NodeDef
 from tensorboard.compat.proto.tensor_pb2 import TensorProto
 
 GraphDef = graph_pb2.GraphDef
-MetaGraphDef = meta_graph_pb2.MetaGraphDef
 DataType = types_pb2.DataType
 
 __all__ = [
@@ -26,6 +25,7 @@ __all__ = [
 def _declare_saved_model():
     # descriptor_pb2 costs ~30 ms to import: only files that are SavedModels pay it.
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from tensorboard.compat.proto import meta_graph_pb2
 
     pool = descriptor_pool.Default()
     file_name = "graphgrad/saved_model.proto"
@@ -57,8 +57,19 @@ def _declare_saved_model():
     return message_factory.GetMessageClass(descriptor)
 
 
+def _meta_graph_def():
+    from tensorboard.compat.proto import meta_graph_pb2
+
+    return meta_graph_pb2.MetaGraphDef
+
+
+# Made on first use: a GraphDef never pays for the MetaGraphDef schema (and what it
+# pulls in: saver, saved object graph, ...).
+_LAZY = {"MetaGraphDef": _meta_graph_def, "SavedModel": _declare_saved_model}
+
+
 def __getattr__(name):
-    if name == "SavedModel":
-        globals()["SavedModel"] = _declare_saved_model()
-        return globals()["SavedModel"]
+    if name in _LAZY:
+        globals()[name] = _LAZY[name]()
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,7 @@
 each classified by whether a loading process can resolve it."""
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .errors import SpecError
@@ -80,31 +81,73 @@ def classify_override(value: str) -> tuple[str, str]:
     return EXTERNAL, "resolved by TensorFlow's registry; the loading process must register it"
 
 
+@dataclass
+class Body:
+    """One list of nodes, a graph's top level or a function body, as the columns
+    a summary reads (so that they can come from a full parse or a cut-down one)."""
+
+    function: str | None
+    names: list
+    ops: list
+    inputs: list  # every node's inputs, one node after another
+    arguments: set
+    overrides: list  # (node name, op type, value)
+    node_inputs: Callable[[], Iterable]  # (node name, its inputs) per node; read when an input is missing
+
+
+def bodies_of(graph_def, functions: bool = True) -> list[Body]:
+    """The top level and (unless ``functions`` is false) the function bodies of a GraphDef."""
+    bodies = [nodes_body(None, graph_def.node, set())]
+    if functions:
+        bodies += [
+            nodes_body(f.signature.name, f.node_def, {arg.name for arg in f.signature.input_arg})
+            for f in graph_def.library.function
+        ]
+    return bodies
+
+
+def nodes_body(function: str | None, nodes, arguments: set) -> Body:
+    """A :class:`Body` of NodeDefs."""
+    return Body(
+        function=function,
+        names=[node.name for node in nodes],
+        ops=[node.op for node in nodes],
+        inputs=[reference for node in nodes for reference in node.input],
+        arguments=arguments,
+        overrides=[(node.name, node.op, override_of(node)) for node in nodes if ATTR in node.attr],
+        node_inputs=lambda: ((node.name, node.input) for node in nodes),
+    )
+
+
 def summarize(model: Model, functions: bool = True) -> ModelSummary:
     """Op type counts (top level and function bodies), overrides and graph problems of ``model``."""
+    graphs = [(label, bodies_of(graph_def, functions)) for label, graph_def in model.graphs()]
+    return summarize_bodies(model.path, model.kind, model.encoding, graphs)
+
+
+def summarize_bodies(path: str, kind: str, encoding: str, graphs) -> ModelSummary:
+    """The summary of ``graphs``: (label, [top-level Body, function Body, ...]) per graph."""
     top, in_functions = Counter(), Counter()
     overrides, function_count, problems = [], 0, []
-    graphs = model.graphs()
-    for label, graph_def in graphs:
-        bodies = _bodies(graph_def, functions)
+    classified = {}  # a rewritten graph has thousands of overrides and a few distinct values
+    for label, bodies in graphs:
         function_count += len(bodies) - 1
-        for function, nodes, _ in bodies:
-            (top if function is None else in_functions).update(node.op for node in nodes)
-            prefix = "" if function is None else function + "/"
-            for node in nodes:
-                if ATTR in node.attr:  # checked on every node: the common case is cheap
-                    value = override_of(node)
-                    status, detail = classify_override(value)
-                    overrides.append(Override(label, prefix + node.name, node.op, value, status, detail))
+        for body in bodies:
+            (top if body.function is None else in_functions).update(body.ops)
+            prefix = "" if body.function is None else body.function + "/"
+            for name, op_type, value in body.overrides:
+                if value not in classified:
+                    classified[value] = classify_override(value)
+                overrides.append(Override(label, prefix + name, op_type, value, *classified[value]))
         problems += graph_problems(bodies, label)
     op_types = [
         OpTypeCount(op_type, top[op_type], in_functions[op_type])
         for op_type in sorted(top.keys() | in_functions.keys(), key=lambda t: (-(top[t] + in_functions[t]), t))
     ]
     return ModelSummary(
-        path=model.path,
-        kind=model.kind,
-        encoding=model.encoding,
+        path=path,
+        kind=kind,
+        encoding=encoding,
         graphs=len(graphs),
         functions=function_count,
         nodes_top=sum(top.values()),
@@ -115,17 +158,6 @@ def summarize(model: Model, functions: bool = True) -> ModelSummary:
     )
 
 
-def _bodies(graph_def, functions: bool = True):
-    """(function name or None, nodes, argument names) of the top level and function bodies."""
-    bodies = [(None, graph_def.node, set())]
-    if functions:
-        bodies += [
-            (f.signature.name, f.node_def, {arg.name for arg in f.signature.input_arg})
-            for f in graph_def.library.function
-        ]
-    return bodies
-
-
 def _producer(reference: str) -> str:
     return reference.partition(":")[0].lstrip("^")
 
@@ -133,21 +165,33 @@ def _producer(reference: str) -> str:
 def graph_problems(bodies, label: str = "") -> list[str]:
     """Duplicate node names and inputs naming no node: TensorFlow refuses such graphs.
 
-    Set operations first; nodes are looked at one by one only when a problem exists.
+    Set operations first (in C); nodes are looked at one by one only when a problem exists.
     """
     where = f"{label}: " if label else ""
     problems = []
-    for function, nodes, arguments in bodies:
-        prefix = "" if function is None else function + "/"
-        names = [node.name for node in nodes]
-        known = set(names)
-        if len(known) != len(names):
-            counts = Counter(names)
+    for body in bodies:
+        prefix = "" if body.function is None else body.function + "/"
+        known = set(body.names)
+        if len(known) != len(body.names):
+            counts = Counter(body.names)
             problems += [f"{where}{count} nodes are named {prefix}{name}" for name, count in counts.items() if count > 1]
-        known |= arguments
-        if {_producer(i) for node in nodes for i in node.input} - known:
-            for node in nodes:
-                missing = [i for i in node.input if _producer(i) not in known]
-                if missing:
-                    problems.append(f"{where}{prefix}{node.name} refers to missing input(s) {', '.join(missing)}")
+        known |= body.arguments
+        # An input that is a node's name refers to that node (names hold no ':' and
+        # do not start with '^'); only the others need to be taken apart.
+        plain = _plain(known)
+        if plain and known.issuperset(body.inputs):
+            continue
+        others = set(body.inputs).difference(known) if plain else set(body.inputs)
+        if not {_producer(reference) for reference in others} - known:
+            continue
+        for name, inputs in body.node_inputs():
+            missing = [reference for reference in inputs if _producer(reference) not in known]
+            if missing:
+                problems.append(f"{where}{prefix}{name} refers to missing input(s) {', '.join(missing)}")
     return problems
+
+
+def _plain(names) -> bool:
+    """Whether every name reads as itself in an input: no ':', no leading '^'."""
+    text = "\n" + "\n".join(names)
+    return ":" not in text and "\n^" not in text

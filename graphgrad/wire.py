@@ -17,7 +17,7 @@ import re
 from google.protobuf.message import DecodeError
 
 from .model import iter_graph_nodes, override_of, set_override
-from .partial import ATTR_BYTES, HeadGraph, NotApplicable
+from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
 from .protos import GraphDef, NodeDef
 from .rewrite import RewriteOptions, apply_rules
 from .select import op_types_needed
@@ -206,7 +206,8 @@ class Library:
         self._payloads = payloads
         self._graph = None
 
-    def _parsed(self):
+    def graph(self):
+        """A GraphDef holding only the library (its first call parses it)."""
         if self._graph is None:
             self._graph = GraphDef()
             try:
@@ -221,7 +222,7 @@ class Library:
         """References to the nodes of the function bodies (edits stay in the one parse)."""
         if not self._payloads:
             return []
-        return [ref for ref in iter_graph_nodes(self._parsed(), "", True, op_types) if ref.function is not None]
+        return [ref for ref in iter_graph_nodes(self.graph(), "", True, op_types) if ref.function is not None]
 
     def changed_bytes(self) -> bytes | None:
         """The re-encoded library if a rule changed it, else None."""
@@ -253,3 +254,21 @@ def rewrite_graphdef_bytes(data, options: RewriteOptions, min_size: int = MIN_FI
 
     report = apply_rules(graph.candidates(op_types) + functions, options, all_nodes=all_nodes)
     return graph.chunks(library.changed_bytes()), report
+
+
+def graphdef_bodies(data, functions: bool = True, min_size: int = MIN_FILE_BYTES) -> list:
+    """What ``graphgrad ops`` reads of a binary GraphDef (``summary.Body`` of the
+    top level, then of each function body), from cut-down parses: no NodeDef of
+    the top level is built. Raises :class:`NotApplicable` as
+    :func:`rewrite_graphdef_bytes` does."""
+    from .summary import Body, bodies_of  # as in api: rewrites do not load the summary layer
+
+    try:
+        ScannedGraph(data, min_size)  # that these are a GraphDef's bytes, as far as it looks
+    except SmallNodes:
+        pass
+    names, ops, inputs, overrides, library = flat_columns(data)
+    top = Body(None, names, ops, inputs, set(), overrides, lambda: node_inputs(data))
+    if not (functions and library):
+        return [top]
+    return [top] + bodies_of(Library(library).graph())[1:]

@@ -29,7 +29,7 @@ ALLOWED = {
     "diff": {"model", "spec"},
     "batch": {"errors", "io"},
     "partial": {"protos", "spec"},
-    "wire": {"model", "partial", "protos", "rewrite", "select", "spec"},
+    "wire": {"model", "partial", "protos", "rewrite", "select", "spec", "summary"},
     "api": {"batch", "diff", "errors", "io", "model", "rewrite", "summary", "surgery", "wire"},
     "runtime": {"errors", "gradients", "io", "model", "rewrite", "select", "spec"},
     "check": {"errors", "io", "model", "runtime", "spec", "surgery"},
