@@ -113,3 +113,53 @@ def test_cli_rewrites_a_big_chain_through_it(tmp_path):
     assert out.read_bytes() == fast(chain, options(("op", "Sign=ste")))[0]
     overrides = [ref.override for ref in iter_nodes(read_model(str(out))) if ref.op_type == "Sign"]
     assert len(overrides) == 20000 and set(overrides) == {"graphgrad/ste(clip=1.0)"}
+
+
+def summaries(data, functions=True):
+    """(cut-down summary, full-parse summary) of GraphDef bytes."""
+    from graphgrad.summary import summarize, summarize_bodies
+    from graphgrad.wire import graphdef_bodies
+
+    fast_summary = summarize_bodies("g.pb", "graphdef", "binary", [("", graphdef_bodies(data, functions, min_size=0))])
+    full = summarize(Model(parse_model_bytes(data)[0], "graphdef", "binary", "g.pb"), functions)
+    return fast_summary, full
+
+
+@pytest.mark.parametrize("functions", [True, False])
+def test_flat_summary_equals_a_full_one(data, functions):
+    rewritten, _ = fast(data, options(("op", "Sign=ste"), ("node", "layer10/Identity=reverse")))
+    fast_summary, full = summaries(rewritten, functions)
+    assert fast_summary == full
+    assert len(full.overrides) == 150 + 1 + functions and not full.graph_problems
+
+
+def test_flat_summary_finds_the_same_problems():
+    graph_def = many_nodes()
+    graph_def.node[3].name = graph_def.node[4].name  # a duplicate
+    graph_def.node[9].input.extend(["^x", "x:1", "nowhere", "^gone", "gone:2"])
+    graph_def.node[11].attr[ATTR].s = b"CustomGradient-7"
+    fast_summary, full = summaries(graph_def.SerializeToString())
+    assert fast_summary == full
+    assert len(full.graph_problems) == 3  # the duplicate, the input of the node after it, node 9's
+    assert "refers to missing input(s) nowhere, ^gone, gone:2" in full.graph_problems[-1]
+    assert [o.status for o in full.problems] == ["dangling"]
+
+
+def test_a_node_without_an_op_goes_to_the_full_parse():
+    graph_def = chain_graph(10)
+    graph_def.node[3].op = ""
+    with pytest.raises(NotApplicable):
+        summaries(graph_def.SerializeToString())
+
+
+def test_cli_ops_groups_thousands_of_overrides(tmp_path):
+    chain = tmp_path / "chain.pb"
+    chain.write_bytes(chain_graph(40000).SerializeToString())
+    run_cli("rewrite", chain, "--op", "Sign=ste", "--in-place")
+    text = run_cli("ops", chain).stdout
+    assert "gradient overrides (20000):" in text
+    assert "Sign     20000  graphgrad/ste(clip=1.0)  graphgrad  layer1/Sign, layer3/Sign, ..." in text
+    import json
+
+    listed = json.loads(run_cli("ops", chain, "--json").stdout)["files"][0]["overrides"]
+    assert len(listed) == 20000 and listed[0]["node"] == "layer1/Sign"

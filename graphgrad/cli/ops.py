@@ -9,6 +9,9 @@ from . import options
 from .render import echo_json, error, table, to_jsonable
 
 
+LISTED_OVERRIDES = 20
+
+
 @click.command("ops")
 @options.models_argument
 @options.recursive_option
@@ -68,13 +71,7 @@ def _render(summary, status=None) -> str:
         lines.append("  gradient overrides: none")
         return "\n".join(lines)
     lines.append(f"  gradient overrides ({len(summary.overrides)}):")
-    override_rows = [["node", "op type", "_gradient_op_type", "status"]]
-    override_rows += [
-        [o.node if not o.graph else f"{o.graph}: {o.node}", o.op_type, o.value, o.status.upper()
-         if o.status in (DANGLING, UNRESOLVED) else o.status]
-        for o in summary.overrides
-    ]
-    lines.append(table(override_rows, indent="    "))
+    lines.append(table(_override_rows(summary.overrides), indent="    "))
     for problem in _unique_problems(summary):
         lines.append(f"  ! {problem.value}: {problem.detail}")
         lines.append(
@@ -82,6 +79,31 @@ def _render(summary, status=None) -> str:
             "-o OUT  (or: --repair-dangling identity)"
         )
     return "\n".join(lines)
+
+
+def _override_rows(overrides) -> list:
+    """One row per node; past LISTED_OVERRIDES (a rewritten graph has thousands),
+    one row per op type, value and status, with a count and examples."""
+    if len(overrides) <= LISTED_OVERRIDES:
+        return [["node", "op type", "_gradient_op_type", "status"]] + [
+            [_where(o), o.op_type, o.value, _status(o.status)] for o in overrides
+        ]
+    groups = {}
+    for override in overrides:
+        groups.setdefault((override.op_type, override.value, override.status), []).append(override)
+    return [["op type", "nodes", "_gradient_op_type", "status", "nodes (all of them: --json)"]] + [
+        [op_type, len(group), value, _status(status),
+         ", ".join(_where(o) for o in group[:2]) + (", ..." if len(group) > 2 else "")]
+        for (op_type, value, status), group in groups.items()
+    ]
+
+
+def _where(override) -> str:
+    return override.node if not override.graph else f"{override.graph}: {override.node}"
+
+
+def _status(status: str) -> str:
+    return status.upper() if status in (DANGLING, UNRESOLVED) else status
 
 
 def _unique_problems(summary):

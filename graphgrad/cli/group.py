@@ -1,6 +1,5 @@
 """The ``graphgrad`` command: a click group over one module per subcommand."""
 
-import gc
 import importlib
 import traceback
 
@@ -72,8 +71,4 @@ def main():
     SavedModels without importing TensorFlow; graphgrad.register_gradients(graph)
     makes the names resolve when the graph is loaded.
     """
-    # One short process that makes an object per node of graphs with 100k nodes and
-    # keeps nearly all of them to the end: the cyclic collector's passes over them
-    # cost up to a third of a rewrite, and free nothing (mypy raises it the same way).
-    gc.set_threshold(100_000, 50, 100)
 
