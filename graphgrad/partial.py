@@ -5,7 +5,7 @@ Rules and summaries need far less, so protobuf (in C) parses the same bytes with
 schemas that declare only that:
 
 - ``GraphHeads``, for rewriting: per node its name, op, inputs, device, and its
-  attribute entries as key + undecoded value. Every other field (of a node, or of
+  attribute map entries as undecoded bytes. Every other field (of a node, or of
   the GraphDef: versions, debug info) stays a protobuf *unknown field*, kept as
   its bytes and written back after the declared ones. Serializers write fields in
   number order, so an untouched node is written back byte for byte, and a changed
@@ -40,7 +40,7 @@ _SCHEMA = [
     ("AttrEntry", [("key", 1, False, "string"), ("value", 2, False, "bytes")]),
     ("NodeHead", [
         ("name", 1, False, "string"), ("op", 2, False, "string"), ("input", 3, True, "string"),
-        ("device", 4, False, "string"), ("attr", 5, True, "AttrEntry"),
+        ("device", 4, False, "string"), ("attr", 5, True, "bytes"),
     ]),
     ("GraphHeads", [("node", 1, True, "NodeHead"), ("library", 2, True, "bytes")]),
     ("AttrKeys", [("key", 1, True, "string")]),
@@ -107,8 +107,9 @@ class HeadNode:
     def override(self):
         value = None
         if self._maybe_override:
-            for entry in self.head.attr:  # the last entry wins, as when a map is parsed
-                if entry.key == ATTR:
+            for raw in self.head.attr:  # the last entry wins, as when a map is parsed
+                entry = _override_entry(raw)
+                if entry is not None:
                     value = _decoded_string(entry.value)
         return value
 
@@ -116,10 +117,18 @@ class HeadNode:
         if self._maybe_override:
             entries = self.head.attr
             for index in reversed(range(len(entries))):
-                if entries[index].key == ATTR:
+                if _override_entry(entries[index]) is not None:
                     del entries[index]
         if value is not None:
             self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
+
+
+def _override_entry(raw: bytes):
+    """The map entry ``raw`` parsed, if its key is ``_gradient_op_type``; else None."""
+    if ATTR_BYTES not in raw:  # a byte search spares parsing every other entry
+        return None
+    entry = parse("AttrEntry", raw)
+    return entry if entry.key == ATTR else None
 
 
 @lru_cache(maxsize=64)
@@ -132,7 +141,7 @@ def _decoded_string(encoded: bytes) -> str:
 def _attr_field(value: str) -> bytes:
     """The encoded ``attr`` field that maps ``_gradient_op_type`` to ``value``."""
     entry = message_class("AttrEntry")(key=ATTR, value=AttrValue(s=value.encode("utf-8")).SerializeToString())
-    return message_class("NodeHead")(attr=[entry]).SerializeToString()
+    return message_class("NodeHead")(attr=[entry.SerializeToString()]).SerializeToString()
 
 
 class HeadGraph:

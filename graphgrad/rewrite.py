@@ -88,26 +88,27 @@ def apply_rules(nodes, options: RewriteOptions, all_nodes=None) -> RewriteReport
     selection = select_nodes(
         nodes, options.rules, options.match, options.exclude, options.allow_missing, all_nodes
     )
-    report = RewriteReport(notes=list(selection.notes))
-    refused = []
-    for node, rule in selection.matches:
+    changing, unchanged, refused = [], [], []
+    for node, rule in selection.matches:  # once per selected node: kept lean
         new, old = rule.spec.attr_value, node.override
-        change = NodeChange(node.graph, node.name, node.op_type, old, new)
         if old == new:
-            report.unchanged.append(change)
-        elif old is not None and not options.force and rule.selector != DANGLING:
-            refused.append(change)
+            unchanged.append((node, old, new))
+        elif old is None or options.force or rule.selector == DANGLING:
+            changing.append((node, old, new))
         else:
-            report.changes.append((node, change))
+            refused.append((node, old, new))
     if refused:
         raise SelectionError(
-            f"{len(refused)} node(s) already carry a different gradient override: {_describe_refused(refused)}. "
-            "To replace them, add --force (force=True)."
+            f"{len(refused)} node(s) already carry a different gradient override: "
+            f"{_describe_refused(_changes(refused))}. To replace them, add --force (force=True)."
         )
-    for node, change in report.changes:
-        node.set_override(change.new)
-    report.changes = [change for _, change in report.changes]
-    return report
+    for node, _, new in changing:
+        node.set_override(new)
+    return RewriteReport(changes=_changes(changing), unchanged=_changes(unchanged), notes=list(selection.notes))
+
+
+def _changes(rows) -> list:
+    return [NodeChange(node.graph, node.name, node.op_type, old, new) for node, old, new in rows]
 
 
 def _describe_refused(refused) -> str:

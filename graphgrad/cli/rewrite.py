@@ -1,5 +1,6 @@
 """graphgrad rewrite: give selected nodes a gradient, by op type or node name."""
 
+from collections import Counter
 from functools import partial
 
 import click
@@ -77,14 +78,18 @@ def _summarize_report(report) -> str:
 
 
 def _render_report(report, dry_run) -> list[str]:
-    groups = {}
+    counts = Counter((change.op_type, change.new) for change in report.changes)
+    replaced = Counter((change.op_type, change.new) for change in report.changes if change.old is not None)
+    examples = {group: [] for group in counts}
     for change in report.changes:
-        groups.setdefault((change.op_type, change.new), []).append(change)
+        names = examples[change.op_type, change.new]
+        if len(names) < 3:
+            names.append(change.node)
     rows = []
-    for (op_type, new), changes in groups.items():
-        examples = ", ".join(c.node for c in changes[:2]) + (", ..." if len(changes) > 2 else "")
-        replaced = sum(1 for c in changes if c.old is not None)
-        rows.append([op_type, len(changes), new, examples + (f"  ({replaced} replaced)" if replaced else "")])
+    for group, count in counts.items():
+        names = examples[group]
+        text = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+        rows.append([group[0], count, group[1], text + (f"  ({replaced[group]} replaced)" if replaced[group] else "")])
     lines = [table(rows)] if rows else []
     summary = f"  {'would change' if dry_run else 'changed'} {len(report.changes)} node(s)"
     if report.unchanged:
