@@ -123,6 +123,14 @@ class HeadNode:
             self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
 
 
+def add_overrides(heads, ops, values: dict) -> None:
+    """Give each of ``heads`` (which carry none yet; ``ops`` their op types) the
+    override ``values[op type]``."""
+    fields = {op_type: _attr_field(value) for op_type, value in values.items()}
+    for head, op_type in zip(heads, ops):
+        head.MergeFromString(fields[op_type])
+
+
 def _override_entry(raw: bytes):
     """The map entry ``raw`` parsed, if its key is ``_gradient_op_type``; else None."""
     if ATTR_BYTES not in raw:  # a byte search spares parsing every other entry
@@ -159,6 +167,15 @@ class HeadGraph:
         if op_types is None:
             return [HeadNode(head, head.op, maybe) for head in self.message.node]
         return [HeadNode(head, op, maybe) for head in self.message.node if (op := head.op) in op_types]
+
+    @property
+    def has_overrides(self) -> bool:
+        """False when no node can carry ``_gradient_op_type`` (the name occurs nowhere)."""
+        return self._maybe_override
+
+    def heads(self, op_types) -> list:
+        """The top-level nodes of ``op_types``, as parsed (no object per node)."""
+        return [head for head in self.message.node if head.op in op_types]
 
     def library_payloads(self) -> list:
         return list(self.message.library)

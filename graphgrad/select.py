@@ -173,8 +173,17 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
     :func:`op_types_needed`, ``all_nodes()`` gives every node, for the hints.
     """
     nodes = list(nodes)
-    selection = Selection()
     rules = list(rules)
+    if op_types_needed(rules, match, exclude) is not None:
+        # Plain --op rules: one dict lookup per node (graphs have 100k nodes).
+        op_types = {rule.pattern for rule in rules}
+        hits = [node for node in nodes if node.op_type in op_types]
+        chosen, notes = choose_by_op_type(
+            Counter(node.op_type for node in hits), rules, allow_missing, all_nodes or (lambda: nodes),
+            names_of=lambda op_type: [node.name for node in hits if node.op_type == op_type],
+        )
+        return Selection([(node, chosen[node.op_type]) for node in hits], notes)
+    selection = Selection()
     counts = [0] * len(rules)
     counts_in_scope = [0] * len(rules)
     # Op-type rules without a scope of their own are looked up by type; the rest
@@ -185,22 +194,53 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
             by_type.setdefault(rule.pattern, []).append((order, rule))
         else:
             others.append((order, rule))
-    narrowed = bool(match or exclude)
-    if others or narrowed:
-        conflicts = _select_each(nodes, by_type, others, match, exclude, counts, counts_in_scope, selection)
-    else:
-        conflicts = _select_by_type(nodes, by_type, counts, counts_in_scope, selection)
+    _raise_conflicts(_select_each(nodes, by_type, others, match, exclude, counts, counts_in_scope, selection))
+    if any(count == 0 and rule.selector != DANGLING for rule, count in zip(rules, counts)) and all_nodes is not None:
+        nodes = list(all_nodes())
+    selection.notes += _unused(rules, counts, counts_in_scope, allow_missing, nodes)
+    return selection
+
+
+def choose_by_op_type(type_counts: dict, rules, allow_missing=False, all_nodes=list, names_of=None) -> tuple:
+    """Plain --op rules (see :func:`op_types_needed`) for nodes counted by op type:
+    ``(rule for each op type present, notes)``.
+
+    The same choice, errors and hints as :func:`select_nodes`, without a look at
+    each node: ``all_nodes()`` gives every node for hints, ``names_of(op_type)``
+    the names of that type's nodes for conflict messages.
+    """
+    by_type = {}
+    for rule in rules:
+        by_type.setdefault(rule.pattern, []).append(rule)
+    chosen = {op_type: candidates[0] for op_type, candidates in by_type.items() if type_counts.get(op_type)}
+    conflicts = []
+    for op_type, rule in chosen.items():
+        disagreeing = [other for other in by_type[op_type][1:] if other.spec != rule.spec]
+        if disagreeing:
+            conflicts += [
+                f"{name} ({op_type}): {rule} and {other}" for name in names_of(op_type) for other in disagreeing
+            ]
+    _raise_conflicts(conflicts)
+    counts = [type_counts.get(rule.pattern, 0) for rule in rules]
+    nodes = list(all_nodes()) if not all(counts) else []
+    return chosen, _unused(rules, counts, counts, allow_missing, nodes)
+
+
+def _raise_conflicts(conflicts) -> None:
     if conflicts:
         raise SelectionError(
             f"rules disagree on {len(conflicts)} node(s): {'; '.join(conflicts[:5])}"
             f"{' ...' if len(conflicts) > 5 else ''}. To fix this, narrow one rule "
             "(--exclude, a tighter --node glob) so each node gets one gradient."
         )
+
+
+def _unused(rules, counts, counts_in_scope, allow_missing, nodes) -> list:
+    """Notes on rules that selected nothing (hints drawn from ``nodes``); an error
+    unless ``allow_missing``."""
     unused = [rule for rule, count in zip(rules, counts) if count == 0]
     repairs = [rule for rule in unused if rule.selector == DANGLING]
-    selection.notes += ["no node carries a dangling CustomGradient-<n> override" for _ in repairs]
-    if len(unused) > len(repairs) and all_nodes is not None:
-        nodes = list(all_nodes())
+    notes = ["no node carries a dangling CustomGradient-<n> override" for _ in repairs]
     misses = [_miss_message(rule, nodes) for rule in unused if rule not in repairs]
     misses += [
         f"{rule} selects no node left by --match/--exclude"
@@ -209,25 +249,7 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
     ]
     if misses and not allow_missing:
         raise SelectionError("; ".join(misses))
-    selection.notes.extend(misses)
-    return selection
-
-
-def _select_by_type(nodes, by_type, counts, counts_in_scope, selection) -> list:
-    """Plain --op rules only: a dict lookup per node (graphs have 100k nodes)."""
-    hits = [node for node in nodes if node.op_type in by_type]
-    for op_type, count in Counter(node.op_type for node in hits).items():
-        for order, _ in by_type[op_type]:
-            counts[order] += count
-            counts_in_scope[order] += count
-    chosen = {op_type: selecting[0][1] for op_type, selecting in by_type.items()}
-    selection.matches += [(node, chosen[node.op_type]) for node in hits]
-    disagreeing = {op_type for op_type, selecting in by_type.items() if len({r.spec for _, r in selecting}) > 1}
-    return [
-        f"{node.name} ({node.op_type}): {chosen[node.op_type]} and {rule}"
-        for node in hits if node.op_type in disagreeing
-        for _, rule in by_type[node.op_type][1:] if rule.spec != chosen[node.op_type].spec
-    ]
+    return notes + misses
 
 
 def _select_each(nodes, by_type, others, match, exclude, counts, counts_in_scope, selection) -> list:

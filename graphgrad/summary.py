@@ -174,7 +174,9 @@ def graph_problems(bodies, label: str = "") -> list[str]:
         known = set(body.names)
         if len(known) != len(body.names):
             counts = Counter(body.names)
-            problems += [f"{where}{count} nodes are named {prefix}{name}" for name, count in counts.items() if count > 1]
+            problems += [
+                f"{where}{count} nodes are named {prefix}{name}" for name, count in counts.items() if count > 1
+            ]
         known |= body.arguments
         # An input that is a node's name refers to that node (names hold no ':' and
         # do not start with '^'); only the others need to be taken apart.

@@ -13,14 +13,17 @@ to :mod:`graphgrad.partial`, which parses them with a cut-down schema.
 """
 
 import re
+from collections import Counter
+from itertools import repeat
+from operator import attrgetter
 
 from google.protobuf.message import DecodeError
 
 from .model import iter_graph_nodes, override_of, set_override
-from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
+from .partial import ATTR_BYTES, HeadGraph, NotApplicable, add_overrides, flat_columns, node_inputs
 from .protos import GraphDef, NodeDef
-from .rewrite import RewriteOptions, apply_rules
-from .select import op_types_needed
+from .rewrite import NodeChange, RewriteOptions, RewriteReport, apply_rules
+from .select import choose_by_op_type, op_types_needed
 
 NODE_FIELD = 1
 LIBRARY_FIELD = 2
@@ -252,8 +255,28 @@ def rewrite_graphdef_bytes(data, options: RewriteOptions, min_size: int = MIN_FI
     def all_nodes():
         return graph.candidates() + (library.function_nodes() if options.functions else [])
 
-    report = apply_rules(graph.candidates(op_types) + functions, options, all_nodes=all_nodes)
+    if isinstance(graph, HeadGraph) and op_types is not None and not functions and not graph.has_overrides:
+        report = _apply_to_heads(graph, op_types, options, all_nodes)
+    else:
+        report = apply_rules(graph.candidates(op_types) + functions, options, all_nodes=all_nodes)
     return graph.chunks(library.changed_bytes()), report
+
+
+def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nodes) -> RewriteReport:
+    """:func:`apply_rules` for the commonest case, without an object per node:
+    plain --op rules, and no node has an override yet (so every selected node
+    changes, and none is refused)."""
+    heads = graph.heads(op_types)
+    ops = [head.op for head in heads]
+    chosen, notes = choose_by_op_type(
+        Counter(ops), options.rules, options.allow_missing, all_nodes,
+        names_of=lambda op_type: [head.name for head, op in zip(heads, ops) if op == op_type],
+    )
+    values = {op_type: rule.spec.attr_value for op_type, rule in chosen.items()}
+    add_overrides(heads, ops, values)
+    names = map(attrgetter("name"), heads)
+    changes = list(map(NodeChange, repeat(""), names, ops, repeat(None), map(values.get, ops)))
+    return RewriteReport(changes=changes, notes=notes)
 
 
 def graphdef_bodies(data, functions: bool = True, min_size: int = MIN_FILE_BYTES) -> list:

@@ -1,17 +1,22 @@
 """The cut-down parses for GraphDefs of many small nodes (graphgrad.partial)."""
 
 import pytest
+from conftest import run_cli
+from graphs import chain_graph, frozen_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import run_cli
-from graphs import chain_graph, frozen_graph
 from graphgrad import RewriteOptions, iter_nodes, parse_rule, read_model, rewrite_model
 from graphgrad.io import parse_model_bytes
 from graphgrad.model import Model
 from graphgrad.partial import HeadGraph, parse
 from graphgrad.spec import ATTR
-from graphgrad.wire import NotApplicable, ScannedGraph, SmallNodes, rewrite_graphdef_bytes
+from graphgrad.wire import (
+    NotApplicable,
+    ScannedGraph,
+    SmallNodes,
+    rewrite_graphdef_bytes,
+)
 
 
 def options(*rules, **kwargs):
@@ -164,3 +169,33 @@ def test_cli_ops_groups_thousands_of_overrides(tmp_path):
 
     listed = json.loads(run_cli("ops", chain, "--json").stdout)["files"][0]["overrides"]
     assert len(listed) == 20000 and listed[0]["node"] == "layer1/Sign"
+
+
+@pytest.mark.parametrize("rules", [
+    [("op", "Sign=ste"), ("op", "Identity=reverse"), ("op", "Sign=ste(clip=1)")],
+    [("op", "Sign=ste"), ("op", "Round=ste")],
+    [("op", "sign=ste"), ("op", "Identity=reverse")],
+    [("op", "Sign=ste"), ("op", "Sign=identity")],
+])
+@pytest.mark.parametrize("allow_missing", [False, True])
+def test_plain_op_rules_skip_the_per_node_objects_with_the_same_outcome(monkeypatch, rules, allow_missing):
+    import graphgrad.wire
+
+    graph_def = chain_graph(300)
+    data = graph_def.SerializeToString()
+    rewrite_options = options(*rules, allow_missing=allow_missing)
+    try:
+        full, full_report = rewrite_model(Model(graph_def, "graphdef", "binary"), rewrite_options)
+    except Exception as error:
+        full_error = str(error)
+    else:
+        full_error = None
+    monkeypatch.setattr(graphgrad.wire, "apply_rules", None)  # the per-node path would fail
+    try:
+        output, report = fast(data, rewrite_options)
+    except Exception as error:
+        assert str(error) == full_error
+        return
+    assert full_error is None
+    assert parse_model_bytes(output)[0] == full.message
+    assert report == full_report

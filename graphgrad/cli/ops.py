@@ -8,7 +8,6 @@ from ..summary import DANGLING, UNRESOLVED
 from . import options
 from .render import echo_json, error, table, to_jsonable
 
-
 LISTED_OVERRIDES = 20
 
 
