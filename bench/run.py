@@ -5,7 +5,7 @@
 Builds its inputs with TensorFlow the first time (cached in bench/.cache), then
 measures whole processes (wall time, peak RSS via wait4) side by side in one run,
 and prints ratios, since absolute times on a shared machine are not stable. Each
-figure is the median of --repeat runs.
+figure is the median of --repeat rounds; a round runs every command of a case once.
 """
 
 import argparse
@@ -24,18 +24,31 @@ GRAPHGRAD = [PYTHON, "-m", "graphgrad"]
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
-def measure(command, repeat):
-    """Median wall seconds and peak RSS (MB) of a whole process."""
-    times, peaks = [], []
+def run_once(command):
+    """Wall seconds and peak RSS (MB) of one whole process."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(command)}\n{process.stderr.read().decode()}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def measure(commands: dict, repeat: int, before=None) -> dict:
+    """Median wall seconds and peak RSS of each command, run in turns (one of each
+    per round), so that a change in the machine's load hits all of them alike.
+    ``before(label)`` runs before each run (to clear an output)."""
+    runs = {label: [] for label in commands}
     for _ in range(repeat):
-        start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
-        _, status, usage = os.wait4(process.pid, 0)
-        times.append(time.perf_counter() - start)
-        peaks.append(usage.ru_maxrss / 1024)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"failed: {' '.join(command)}\n{process.stderr.read().decode()}")
-    return statistics.median(times), statistics.median(peaks)
+        for label, command in commands.items():
+            if before:
+                before(label)
+            runs[label].append(run_once(command))
+    return {
+        label: (statistics.median(t for t, _ in results), statistics.median(r for _, r in results))
+        for label, results in runs.items()
+    }
 
 
 def compile_bytecode():
@@ -62,17 +75,16 @@ def single_file(name, op_type, spec, repeat, work):
     size = os.path.getsize(source) / 2**20
     out = os.path.join(work, "out.pb")
     attr = "graphgrad/" + spec
-    startup = measure([PYTHON, "-c", "pass"], repeat)
-    results = {
-        "graphgrad rewrite": measure(GRAPHGRAD + ["rewrite", source, "--op", f"{op_type}={spec}", "-o", out], repeat),
-        "graphgrad ops": measure(GRAPHGRAD + ["ops", source], repeat),
-        "TensorFlow route": measure([PYTHON, os.path.join(HERE, "tf_route.py"), source, op_type, attr, out], repeat),
-        "protobuf floor (parse+set+write)": measure(
-            [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out], repeat),
-        "protobuf parse only": measure([PYTHON, os.path.join(HERE, "protobuf_floor.py"), source], repeat),
-        "copy (I/O limit)": measure(["cp", source, out], repeat),
-        "python start-up": startup,
-    }
+    results = measure({
+        "graphgrad rewrite": GRAPHGRAD + ["rewrite", source, "--op", f"{op_type}={spec}", "-o", out],
+        "graphgrad ops": GRAPHGRAD + ["ops", source],
+        "TensorFlow route": [PYTHON, os.path.join(HERE, "tf_route.py"), source, op_type, attr, out],
+        "protobuf floor (parse+set+write)": [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out],
+        "protobuf parse only": [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source],
+        "copy (I/O limit)": ["cp", source, out],
+        "python start-up": [PYTHON, "-c", "pass"],
+    }, repeat, before=lambda label: os.path.exists(out) and os.remove(out))  # every run writes a new file
+    startup = results["python start-up"]
     floor = results["protobuf floor (parse+set+write)"][0]
     print(f"\n{name}: {size:.1f} MB   (ratios against the protobuf floor)")
     for label, (seconds, rss) in results.items():
@@ -92,12 +104,12 @@ def single_file(name, op_type, spec, repeat, work):
 def batch(name, label, repeat, work):
     source = os.path.join(CACHE, name)
     size = sum(os.path.getsize(os.path.join(source, f)) for f in os.listdir(source)) / 2**20
-    timings = {}
-    for jobs in (1, 2):
-        out = os.path.join(work, f"out{jobs}")
-        command = GRAPHGRAD + ["rewrite", source, "--op", "Sign=ste", "--out-dir", out, "-j", str(jobs)]
-        shutil.rmtree(out, ignore_errors=True)
-        timings[jobs] = measure(command, repeat)
+    outputs = {1: os.path.join(work, "out1"), 2: os.path.join(work, "out2")}
+    commands = {
+        jobs: GRAPHGRAD + ["rewrite", source, "--op", "Sign=ste", "--out-dir", out, "-j", str(jobs)]
+        for jobs, out in outputs.items()
+    }
+    timings = measure(commands, repeat, before=lambda jobs: shutil.rmtree(outputs[jobs], ignore_errors=True))
     print(f"\n{name}/: {label}, {size:.0f} MB in all")
     for jobs, (seconds, rss) in timings.items():
         print(f"  graphgrad rewrite -j {jobs}             {seconds:8.3f} s {rss:8.0f} MB")
@@ -113,7 +125,7 @@ def main():
     cases = args.only or ["chain", "dense", "batch"]
     ensure_inputs()
     compile_bytecode()
-    help_time = measure(GRAPHGRAD + ["--help"], args.repeat)[0]
+    help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
     print(f"graphgrad --help: {help_time:.3f} s")
     with tempfile.TemporaryDirectory() as work:
         if "chain" in cases:

@@ -102,8 +102,8 @@ def _target(path: str, output: OutputOptions) -> str | None:
 def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Rewrite one model file (overrides, or surrogates with ``options.embed``).
 
-    A binary GraphDef of large nodes (a frozen model's constants) takes the fast
-    path of :mod:`graphgrad.wire`: only the selected nodes are decoded.
+    A binary GraphDef takes the fast path of :mod:`graphgrad.wire`: only what
+    rules look at is decoded; other bytes are copied as they were.
     """
     if kind in (None, GRAPHDEF) and output.encoding in (None, BINARY) and not options.embed and os.path.isfile(path):
         target = _target(path, output)
@@ -200,7 +200,7 @@ def _guarded(item: Item, process) -> FileResult:
 def summarize_file(path: str, kind: str | None = None, functions: bool = True):
     """Read ``path`` and summarise its op types and overrides (a summary.ModelSummary).
 
-    A binary GraphDef over 1 MiB is read through cut-down parses (:func:`wire.graphdef_bodies`).
+    A binary GraphDef is read through cut-down parses (:func:`wire.graphdef_bodies`).
     """
     from .summary import summarize, summarize_bodies
 

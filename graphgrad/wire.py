@@ -1,5 +1,7 @@
-"""Rewriting a binary GraphDef without decoding what a rewrite never touches.
+"""Binary GraphDefs rewritten and summarised without decoding what the job never touches.
 
+Every binary GraphDef goes this way (:class:`NotApplicable` sends anything else,
+or a file that does not parse, to a full parse, which says what is wrong).
 Frozen models are mostly constant tensors. This module reads the protobuf wire
 format of a GraphDef's top level only: for each ``node`` entry its byte span,
 name and op (fields 1 and 2 of NodeDef, which serializers write first). Rules
@@ -9,7 +11,9 @@ other byte is copied as it was. The output is a valid GraphDef equal in meaning
 to what a full parse would give, and the same input and rules give the same bytes.
 
 Graphs of many small nodes are cheaper to parse in C than to scan here: they go
-to :mod:`graphgrad.partial`, which parses them with a cut-down schema.
+to :mod:`graphgrad.partial`, which parses them with cut-down schemas.
+Trade-off: a corrupted constant that no rule selects is copied as it is (as
+``cp`` would), not reported.
 """
 
 import re
@@ -29,10 +33,9 @@ NODE_FIELD = 1
 LIBRARY_FIELD = 2
 _GRAPHDEF_FIELDS = {1, 2, 3, 4, 5}
 _PLAUSIBLE = re.compile(rb"[^\x00-\x20\x7f]+\Z")
-# Below this average size a node is cheaper to parse with protobuf than to scan
-# here; below MIN_FILE_BYTES the whole file is.
+# Below this average size a node is cheaper to parse with protobuf (see
+# graphgrad.partial) than to scan here.
 MIN_AVERAGE_NODE_BYTES = 256
-MIN_FILE_BYTES = 1 << 20
 _SAMPLE = 64
 
 
@@ -146,9 +149,7 @@ class ScannedNode:
 class ScannedGraph:
     """A binary GraphDef as spans: nodes, the library, and everything else."""
 
-    def __init__(self, data: bytes, min_size: int = MIN_FILE_BYTES):
-        if len(data) < min_size:
-            raise NotApplicable("small file: a full parse is as fast")
+    def __init__(self, data: bytes):
         self.data = memoryview(data)
         self.fields = []  # (number, entry start, payload start, end)
         self.nodes = []
@@ -235,7 +236,7 @@ class Library:
         return encoded if encoded != self._original else None
 
 
-def rewrite_graphdef_bytes(data, options: RewriteOptions, min_size: int = MIN_FILE_BYTES):
+def rewrite_graphdef_bytes(data, options: RewriteOptions):
     """Apply ``options`` to a binary GraphDef given as bytes.
 
     Returns ``(chunks, report)``: the output as an iterable of byte strings to
@@ -245,7 +246,7 @@ def rewrite_graphdef_bytes(data, options: RewriteOptions, min_size: int = MIN_FI
     if options.embed:
         raise NotApplicable("--embed edits the graph structure")
     try:
-        graph = ScannedGraph(data, min_size)
+        graph = ScannedGraph(data)
     except SmallNodes:
         graph = HeadGraph(data)
     library = Library(graph.library_payloads())
@@ -279,7 +280,7 @@ def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nod
     return RewriteReport(changes=changes, notes=notes)
 
 
-def graphdef_bodies(data, functions: bool = True, min_size: int = MIN_FILE_BYTES) -> list:
+def graphdef_bodies(data, functions: bool = True) -> list:
     """What ``graphgrad ops`` reads of a binary GraphDef (``summary.Body`` of the
     top level, then of each function body), from cut-down parses: no NodeDef of
     the top level is built. Raises :class:`NotApplicable` as
@@ -287,7 +288,7 @@ def graphdef_bodies(data, functions: bool = True, min_size: int = MIN_FILE_BYTES
     from .summary import Body, bodies_of  # as in api: rewrites do not load the summary layer
 
     try:
-        ScannedGraph(data, min_size)  # that these are a GraphDef's bytes, as far as it looks
+        ScannedGraph(data)  # that these are a GraphDef's bytes, as far as it looks
     except SmallNodes:
         pass
     names, ops, inputs, overrides, library = flat_columns(data)

@@ -16,7 +16,7 @@ def options(*rules, **kwargs):
 
 
 def fast(data, rewrite_options):
-    chunks, report = rewrite_graphdef_bytes(data, rewrite_options, min_size=0)
+    chunks, report = rewrite_graphdef_bytes(data, rewrite_options)
     return b"".join(bytes(chunk) for chunk in chunks), report
 
 
@@ -59,17 +59,14 @@ def test_conflicts_force_and_hints_work_as_in_the_full_path(frozen):
 
 def test_small_nodes_and_other_kinds_take_the_full_path():
     with pytest.raises(NotApplicable):
-        ScannedGraph(chain_graph(2000).SerializeToString(), min_size=0)
+        ScannedGraph(chain_graph(2000).SerializeToString())
     for name in ("model.meta", "binary_net.pbtxt", "binary_net.pb"):
         with pytest.raises(NotApplicable):
-            ScannedGraph(open(fixture(name), "rb").read(), min_size=0)
-    with pytest.raises(NotApplicable, match="small file"):
-        ScannedGraph(frozen_graph().SerializeToString())
+            ScannedGraph(open(fixture(name), "rb").read())
 
 
 def test_cli_uses_it_for_frozen_graphs(tmp_path):
-    frozen = frozen_graph(layers=40, width=96).SerializeToString(deterministic=True)
-    assert len(frozen) > 1 << 20
+    frozen = frozen_graph(layers=40, width=16).SerializeToString(deterministic=True)
     source = tmp_path / "frozen.pb"
     source.write_bytes(frozen)
     out = tmp_path / "out.pb"
