@@ -2,7 +2,7 @@
 each classified by whether a loading process can resolve it."""
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import SpecError
@@ -87,9 +87,9 @@ class Body:
     a summary reads (so that they can come from a full parse or a cut-down one)."""
 
     function: str | None
-    names: list
-    ops: list
-    inputs: list  # every node's inputs, one node after another
+    names: Sequence
+    ops: Sequence
+    inputs: Sequence  # every node's inputs, one node after another
     arguments: set
     overrides: list  # (node name, op type, value)
     node_inputs: Callable[[], Iterable]  # (node name, its inputs) per node; read when an input is missing
