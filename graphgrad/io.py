@@ -231,12 +231,10 @@ def write_chunks(path: str, chunks) -> bool:
 
 def _atomic_write(path: str, data) -> bool:
     """Write ``data`` (bytes, or an iterable of byte strings) through a temporary file."""
+    chunks = [data] if isinstance(data, (bytes, bytearray)) else list(data)
     try:
-        whole = isinstance(data, (bytes, bytearray))
-        if whole and os.path.isfile(path) and os.path.getsize(path) == len(data):
-            with open(path, "rb") as stream:
-                if stream.read() == data:
-                    return False
+        if os.path.isfile(path) and os.path.getsize(path) == sum(map(len, chunks)) and _holds(path, chunks):
+            return False
         directory = os.path.dirname(os.path.abspath(path))
         _remove_stale_temporaries(directory, os.path.basename(path))
         descriptor, temporary = tempfile.mkstemp(
@@ -246,7 +244,7 @@ def _atomic_write(path: str, data) -> bool:
         raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
     try:
         with os.fdopen(descriptor, "wb") as stream:
-            for chunk in ([data] if whole else data):
+            for chunk in chunks:
                 stream.write(chunk)
             stream.flush()
             os.fsync(stream.fileno())
@@ -258,6 +256,12 @@ def _atomic_write(path: str, data) -> bool:
             raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
         raise
     return True
+
+
+def _holds(path: str, chunks) -> bool:
+    """Whether the file at ``path`` holds exactly ``chunks`` (its size already matches)."""
+    with open(path, "rb") as stream:
+        return all(stream.read(len(chunk)) == chunk for chunk in chunks)
 
 
 def _remove_stale_temporaries(directory: str, basename: str) -> None:

@@ -198,3 +198,15 @@ def test_plain_op_rules_skip_the_per_node_objects_with_the_same_outcome(monkeypa
     assert full_error is None
     assert parse_model_bytes(output)[0] == full.message
     assert report == full_report
+
+
+def test_an_output_that_already_holds_the_bytes_is_not_rewritten(tmp_path):
+    import os
+
+    for name, graph_def in (("chain.pb", chain_graph(300)), ("frozen.pb", frozen_graph())):
+        source, out = tmp_path / name, tmp_path / f"out_{name}"
+        source.write_bytes(graph_def.SerializeToString())
+        run_cli("rewrite", source, "--op", "Sign=ste", "-o", out)
+        os.utime(out, (1, 1))
+        run_cli("rewrite", source, "--op", "Sign=ste", "-o", out)
+        assert os.stat(out).st_mtime == 1, name
