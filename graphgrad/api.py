@@ -12,10 +12,12 @@ from functools import partial
 
 from .batch import BatchOptions, Item, plan, run, with_output
 from .errors import GraphgradError, ModelWriteError
-from .io import backup_file, make_parent_directories, model_from_bytes, read_file, read_model, write_chunks, write_model
+from .io import (
+    SourceFile, backup_file, make_parent_directories, model_from_bytes, read_file, read_model, write_chunks, write_model,
+)
 from .model import BINARY, GRAPHDEF
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
-from .wire import NotApplicable, graphdef_bodies, rewrite_graphdef_bytes
+from .wire import NotApplicable, graphdef_bodies, rewrite_graphdef_file
 
 
 @dataclass(frozen=True)
@@ -107,13 +109,15 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
     """
     if kind in (None, GRAPHDEF) and output.encoding in (None, BINARY) and not options.embed and os.path.isfile(path):
         target = _target(path, output)
-        data = read_file(path)
-        try:
-            chunks, report = rewrite_graphdef_bytes(data, options)
-        except NotApplicable:
-            operation = lambda model: rewrite_model(model, options, inplace=True)  # noqa: E731
-            return _change_file(path, output, kind, operation, data)
-        return _finish(path, target, output, report, True, lambda out: write_chunks(out, chunks))
+        with SourceFile(path) as source:
+            try:
+                chunks, report = rewrite_graphdef_file(source, options)
+            except NotApplicable:
+                data = source.read(0, source.size)
+            else:
+                return _finish(path, target, output, report, True, lambda out: write_chunks(out, chunks, source))
+        operation = lambda model: rewrite_model(model, options, inplace=True)  # noqa: E731
+        return _change_file(path, output, kind, operation, data)
     if options.embed:
         from .surgery import embed_rules as operation
     else:

@@ -24,6 +24,7 @@ SAVED_MODEL_FILES = {BINARY: "saved_model.pb", TEXT: "saved_model.pbtxt"}
 SAVED_MODEL_MEMBERS = ("variables", "assets", "assets.extra", "keras_metadata.pb")
 PROTOBUF_LIMIT = 2**31 - 1
 TEMP_SUFFIX = ".graphgrad-tmp"
+COPY_BLOCK = 1 << 20  # bytes per read where a range cannot be copied in the kernel
 MODEL_SUFFIXES = (".pb", ".pbtxt", ".meta")
 NOT_MODELS = {"fingerprint.pb", "keras_metadata.pb"}
 
@@ -87,19 +88,65 @@ def _saved_model_file(directory: str) -> str:
 
 def read_file(path: str) -> bytes:
     """The bytes of a model file, with a clear error for what cannot be read."""
-    try:
-        size = os.path.getsize(path)
-        if size > PROTOBUF_LIMIT:
-            raise ModelReadError(
-                f"{path} is {size / 2**30:.1f} GiB; protobuf cannot parse a message over 2 GiB"
-            )
-        with open(path, "rb") as stream:
-            data = stream.read()
-    except OSError as error:
-        raise ModelReadError(f"cannot read {path}: {error.strerror or error}") from None
-    if not data:
-        raise ModelReadError(f"{path} is empty")
-    return data
+    with SourceFile(path) as source:
+        return source.read(0, source.size)
+
+
+class SourceFile:
+    """A model file, open for reads on demand (``with SourceFile(path) as source``).
+
+    A scan that skips payloads never reads them, and :func:`write_chunks` copies
+    ranges of it to an output inside the kernel: a frozen model's constants never
+    pass through this process.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self._fd = os.open(path, os.O_RDONLY)
+            self.size = os.fstat(self._fd).st_size
+        except OSError as error:
+            raise ModelReadError(f"cannot read {path}: {error.strerror or error}") from None
+        if self.size > PROTOBUF_LIMIT:
+            self.close()
+            raise ModelReadError(f"{path} is {self.size / 2**30:.1f} GiB; protobuf cannot parse a message over 2 GiB")
+        if not self.size:
+            self.close()
+            raise ModelReadError(f"{path} is empty")
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (fewer if the file ends sooner)."""
+        parts = []
+        try:
+            while start < end:
+                part = os.pread(self._fd, end - start, start)
+                if not part:
+                    break
+                parts.append(part)
+                start += len(part)
+        except OSError as error:
+            raise ModelReadError(f"cannot read {self.path}: {error.strerror or error}") from None
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def copy_to(self, fd: int, start: int, end: int) -> None:
+        """Append bytes ``start`` to ``end`` to the file open as ``fd``, in the kernel where it can."""
+        while start < end:
+            try:
+                copied = os.copy_file_range(self._fd, fd, end - start, start)
+            except (AttributeError, OSError):  # not Linux, or not between these file systems
+                copied = _write_all(fd, self.read(start, min(end, start + COPY_BLOCK)))
+            if not copied:
+                raise ModelReadError(f"{self.path} changed while it was read (it is shorter now)")
+            start += copied
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
 
 def parse_model_bytes(data: bytes, kind: str | None = None, path: str = "<bytes>"):
@@ -224,16 +271,19 @@ def _same_directory(a: str, b: str) -> bool:
         return False
 
 
-def write_chunks(path: str, chunks) -> bool:
-    """Write byte strings in order to ``path``, atomically (for outputs never held whole)."""
-    return _atomic_write(path, chunks)
+def write_chunks(path: str, chunks, source: SourceFile | None = None) -> bool:
+    """Write chunks in order to ``path``, atomically (for outputs never held whole).
+
+    A chunk is bytes, or a ``(start, end)`` range of ``source``, copied as it is.
+    """
+    return _atomic_write(path, chunks, source)
 
 
-def _atomic_write(path: str, data) -> bool:
-    """Write ``data`` (bytes, or an iterable of byte strings) through a temporary file."""
+def _atomic_write(path: str, data, source: SourceFile | None = None) -> bool:
+    """Write ``data`` (bytes, or chunks as for :func:`write_chunks`) through a temporary file."""
     chunks = [data] if isinstance(data, (bytes, bytearray)) else list(data)
     try:
-        if os.path.isfile(path) and os.path.getsize(path) == sum(map(len, chunks)) and _holds(path, chunks):
+        if os.path.isfile(path) and os.path.getsize(path) == _length(chunks) and _holds(path, chunks, source):
             return False
         directory = os.path.dirname(os.path.abspath(path))
         _remove_stale_temporaries(directory, os.path.basename(path))
@@ -243,11 +293,13 @@ def _atomic_write(path: str, data) -> bool:
     except OSError as error:
         raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
     try:
-        with os.fdopen(descriptor, "wb") as stream:
+        with os.fdopen(descriptor, "wb", buffering=0) as stream:
             for chunk in chunks:
-                stream.write(chunk)
-            stream.flush()
-            os.fsync(stream.fileno())
+                if isinstance(chunk, tuple):
+                    source.copy_to(descriptor, *chunk)
+                else:
+                    _write_all(descriptor, chunk)
+            os.fsync(descriptor)
         _copy_mode(path, temporary)
         os.replace(temporary, path)
     except BaseException as error:
@@ -258,10 +310,29 @@ def _atomic_write(path: str, data) -> bool:
     return True
 
 
-def _holds(path: str, chunks) -> bool:
+def _write_all(fd: int, data) -> int:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    return len(data)
+
+
+def _length(chunks) -> int:
+    return sum(chunk[1] - chunk[0] if isinstance(chunk, tuple) else len(chunk) for chunk in chunks)
+
+
+def _holds(path: str, chunks, source: SourceFile | None) -> bool:
     """Whether the file at ``path`` holds exactly ``chunks`` (its size already matches)."""
     with open(path, "rb") as stream:
-        return all(stream.read(len(chunk)) == chunk for chunk in chunks)
+        for chunk in chunks:
+            if isinstance(chunk, tuple):
+                for start in range(chunk[0], chunk[1], COPY_BLOCK):
+                    end = min(start + COPY_BLOCK, chunk[1])
+                    if stream.read(end - start) != source.read(start, end):
+                        return False
+            elif stream.read(len(chunk)) != chunk:
+                return False
+    return True
 
 
 def _remove_stale_temporaries(directory: str, basename: str) -> None:

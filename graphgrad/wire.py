@@ -114,30 +114,62 @@ def _name_and_op(data, start, end):
     return name, op
 
 
-class ScannedNode:
-    """A top-level node known by its bytes; parsed only when a rule needs it."""
+class Window:
+    """A :class:`graphgrad.io.SourceFile` as ``data[i]``, ``data[a:b]`` and
+    ``len(data)``, read in blocks around the scan: the payloads it skips (a frozen
+    model's constants) are never read."""
 
-    __slots__ = ("graph", "function", "name", "op_type", "dirty", "_data", "_span", "_node")
+    BLOCK = 4096  # a few small nodes' headers; a large node costs one such read
+
+    def __init__(self, source):
+        self._source = source
+        self._start, self._block = 0, b""
+
+    def __len__(self) -> int:
+        return self._source.size
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop = key.start, min(key.stop, self._source.size)
+        else:
+            start, stop = key, key + 1
+        if not (self._start <= start and stop <= self._start + len(self._block)):
+            self._start = start
+            self._block = self._source.read(start, max(stop, min(start + self.BLOCK, self._source.size)))
+        piece = self._block[start - self._start:stop - self._start]
+        return piece if isinstance(key, slice) else piece[0]
+
+
+class ScannedNode:
+    """A top-level node known by its span; read and parsed only when a rule needs it."""
+
+    __slots__ = ("graph", "function", "name", "op_type", "dirty", "_data", "_span", "_bytes", "_node")
 
     def __init__(self, data, span, name: str, op_type: str):
         self.graph, self.function = "", None
         self.name, self.op_type = name, op_type
         self.dirty = False
-        self._data, self._span, self._node = data, span, None
+        self._data, self._span, self._bytes, self._node = data, span, None, None
+
+    @property
+    def encoded(self) -> bytes:
+        if self._bytes is None:
+            self._bytes = bytes(self._data[self._span[0]:self._span[1]])
+        return self._bytes
 
     @property
     def node(self):
         if self._node is None:
             try:
-                self._node = NodeDef.FromString(bytes(self._data[self._span[0]:self._span[1]]))
+                self._node = NodeDef.FromString(self.encoded)
             except DecodeError:  # let the full parse report the broken file
                 raise NotApplicable(f"node {self.name} does not parse") from None
         return self._node
 
     @property
     def override(self):
-        # A byte search (in C, on the original bytes): most nodes never get parsed.
-        if self._data.obj.find(ATTR_BYTES, self._span[0], self._span[1]) < 0:
+        # A byte search (in C): a node without the name is never parsed.
+        if ATTR_BYTES not in self.encoded:
             return None
         return override_of(self.node)
 
@@ -147,10 +179,13 @@ class ScannedNode:
 
 
 class ScannedGraph:
-    """A binary GraphDef as spans: nodes, the library, and everything else."""
+    """A binary GraphDef as spans: nodes, the library, and everything else.
 
-    def __init__(self, data: bytes):
-        self.data = memoryview(data)
+    ``data`` is bytes or a :class:`Window` on a file.
+    """
+
+    def __init__(self, data):
+        self.data = memoryview(data) if isinstance(data, (bytes, bytearray)) else data
         self.fields = []  # (number, entry start, payload start, end)
         self.nodes = []
         self._library = None
@@ -184,22 +219,26 @@ class ScannedGraph:
     def library_payloads(self) -> list:
         return [self.data[payload:end] for number, _, payload, end in self.fields if number == LIBRARY_FIELD]
 
-    def chunks(self, library: bytes | None):
-        """The output: original bytes, except re-encoded changed nodes and, if
-        given, ``library`` (merged and re-encoded) for the library fields."""
+    def chunks(self, library: bytes | None) -> list:
+        """The output: ``(start, end)`` ranges of the input for what stays as it
+        was, bytes for re-encoded changed nodes and, if given, ``library``
+        (merged and re-encoded) in place of the library fields."""
         by_start = {node._span[0]: node for node in self.nodes if node.dirty}
-        library_written = False
+        chunks, library_written = [], False
         for number, entry, payload, end in self.fields:
             node = by_start.get(payload) if number == NODE_FIELD else None
             if node is not None:
                 encoded = node.node.SerializeToString(deterministic=True)
-                yield bytes([NODE_FIELD << 3 | 2]) + _encode_varint(len(encoded)) + encoded
+                chunks.append(bytes([NODE_FIELD << 3 | 2]) + _encode_varint(len(encoded)) + encoded)
             elif number == LIBRARY_FIELD and library is not None:
                 if not library_written:  # repeated library fields merge into one
-                    yield bytes([LIBRARY_FIELD << 3 | 2]) + _encode_varint(len(library)) + library
+                    chunks.append(bytes([LIBRARY_FIELD << 3 | 2]) + _encode_varint(len(library)) + library)
                     library_written = True
+            elif chunks and isinstance(chunks[-1], tuple) and chunks[-1][1] == entry:
+                chunks[-1] = (chunks[-1][0], end)  # one range for a run of untouched fields
             else:
-                yield self.data[entry:end]
+                chunks.append((entry, end))
+        return chunks
 
 
 class Library:
@@ -239,16 +278,32 @@ class Library:
 def rewrite_graphdef_bytes(data, options: RewriteOptions):
     """Apply ``options`` to a binary GraphDef given as bytes.
 
-    Returns ``(chunks, report)``: the output as an iterable of byte strings to
-    write in order. Raises :class:`NotApplicable` when the bytes are not a binary
-    GraphDef this path suits (the caller then parses them whole).
+    Returns ``(chunks, report)``: the output as byte strings to write in order.
+    Raises :class:`NotApplicable` when the bytes are not a binary GraphDef this
+    path suits (the caller then parses them whole).
     """
+    view = memoryview(data)
+    chunks, report = _rewrite(data, lambda: data, options)
+    return [view[chunk[0]:chunk[1]] if isinstance(chunk, tuple) else chunk for chunk in chunks], report
+
+
+def rewrite_graphdef_file(source, options: RewriteOptions):
+    """:func:`rewrite_graphdef_bytes` for a file open as a :class:`graphgrad.io.SourceFile`.
+
+    The chunks are as :func:`graphgrad.io.write_chunks` takes them with this
+    source: what stays as it was is a range of the input, copied in the kernel,
+    so a frozen model's constants are never read into this process.
+    """
+    return _rewrite(Window(source), lambda: source.read(0, source.size), options)
+
+
+def _rewrite(data, whole, options: RewriteOptions):
     if options.embed:
         raise NotApplicable("--embed edits the graph structure")
     try:
         graph = ScannedGraph(data)
     except SmallNodes:
-        graph = HeadGraph(data)
+        graph = HeadGraph(whole())
     library = Library(graph.library_payloads())
     op_types = op_types_needed(options.rules, options.match, options.exclude)
     functions = library.function_nodes(op_types) if options.functions else []

@@ -108,3 +108,44 @@ def test_function_edits_survive_a_rule_that_misses(frozen):
     assert "no node has op type 'Round'" in report.notes[0]
     functions = read_model_bytes(output).library.function
     assert functions[0].node_def[0].attr["_gradient_op_type"].s == b"graphgrad/ste(clip=1.0)"
+
+
+def test_constants_are_copied_in_the_kernel_never_read(tmp_path, monkeypatch):
+    from graphgrad import io
+    from graphgrad.wire import rewrite_graphdef_file
+
+    frozen = frozen_graph(layers=8, width=256).SerializeToString(deterministic=True)
+    source_path, out = tmp_path / "frozen.pb", tmp_path / "out.pb"
+    source_path.write_bytes(frozen)
+    read = []
+    original_read = io.SourceFile.read
+    monkeypatch.setattr(io.SourceFile, "read", lambda self, start, end: read.append(end - start) or
+                        original_read(self, start, end))
+    with io.SourceFile(str(source_path)) as source:
+        chunks, report = rewrite_graphdef_file(source, options(("op", "Relu=guided_relu")))
+        assert io.write_chunks(str(out), chunks, source)
+    assert sum(read) < len(frozen) / 20, "the scan read the constants"
+    assert out.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
+
+
+def test_ranges_are_copied_where_the_kernel_cannot(tmp_path, monkeypatch):
+    import os
+
+    def refuse(*args):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    frozen = frozen_graph(layers=8, width=64).SerializeToString(deterministic=True)
+    source = tmp_path / "frozen.pb"
+    source.write_bytes(frozen)
+    run_cli("rewrite", source, "--op", "Relu=guided_relu", "--in-place")
+    assert source.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
+
+
+def test_in_place_copies_from_the_file_it_replaces(tmp_path):
+    frozen = frozen_graph(layers=8, width=64).SerializeToString(deterministic=True)
+    source = tmp_path / "frozen.pb"
+    source.write_bytes(frozen)
+    run_cli("rewrite", source, "--op", "Relu=guided_relu", "--in-place", "--backup", ".orig")
+    assert source.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
+    assert (tmp_path / "frozen.pb.orig").read_bytes() == frozen
