@@ -13,7 +13,14 @@ from functools import partial
 from .batch import BatchOptions, Item, plan, run, with_output
 from .errors import GraphgradError, ModelWriteError
 from .io import (
-    SourceFile, backup_file, make_parent_directories, model_from_bytes, read_file, read_model, write_chunks, write_model,
+    SourceFile,
+    backup_file,
+    make_parent_directories,
+    model_from_bytes,
+    read_file,
+    read_model,
+    write_chunks,
+    write_model,
 )
 from .model import BINARY, GRAPHDEF
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model

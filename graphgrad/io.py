@@ -293,13 +293,15 @@ def _atomic_write(path: str, data, source: SourceFile | None = None) -> bool:
     except OSError as error:
         raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
     try:
-        with os.fdopen(descriptor, "wb", buffering=0) as stream:
+        try:
             for chunk in chunks:
                 if isinstance(chunk, tuple):
                     source.copy_to(descriptor, *chunk)
                 else:
                     _write_all(descriptor, chunk)
             os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
         _copy_mode(path, temporary)
         os.replace(temporary, path)
     except BaseException as error:

@@ -1,11 +1,11 @@
 """The fast path for binary GraphDefs of large nodes: only selected nodes decoded."""
 
 import pytest
+from conftest import fixture, run_cli
+from graphs import chain_graph, frozen_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import fixture, run_cli
-from graphs import chain_graph, frozen_graph
 from graphgrad import RewriteOptions, iter_nodes, parse_rule, read_model, rewrite_model
 from graphgrad.model import Model
 from graphgrad.wire import NotApplicable, ScannedGraph, rewrite_graphdef_bytes
