@@ -40,36 +40,64 @@ class NodeChange:
 
 @dataclass
 class RewriteReport:
-    """What a rewrite changed, what already was as asked, and notes."""
+    """What a rewrite changed, what already was as asked, and notes.
+
+    ``changes`` and ``unchanged`` are lists of :class:`NodeChange`. A report may
+    hold them as columns instead (:meth:`from_columns`, and reports that cross
+    processes): rows are built when first read, and counts never need them.
+    """
 
     changes: list = field(default_factory=list)
     unchanged: list = field(default_factory=list)
     notes: list = field(default_factory=list)
 
+    @classmethod
+    def from_columns(cls, changes=(), unchanged=(), notes=()) -> "RewriteReport":
+        """A report of ``(graphs, nodes, op types, olds, news)`` columns."""
+        report = cls.__new__(cls)
+        report.__setstate__({"changes": _nonempty(changes), "unchanged": _nonempty(unchanged), "notes": list(notes)})
+        return report
+
     @property
     def changed(self) -> bool:
-        if "changes" not in self.__dict__:
-            return bool(self._columns["changes"])
-        return bool(self.changes)
+        return bool(self.__dict__["changes"] if "changes" in self.__dict__ else self._columns["changes"])
 
     @property
     def by_op_type(self) -> dict[str, int]:
         """Changed nodes per op type."""
-        if "changes" not in self.__dict__:
-            op_types = self._columns["changes"][2] if self._columns["changes"] else ()
-        else:
-            op_types = map(attrgetter("op_type"), self.changes)
-        return dict(sorted(Counter(op_types).items()))
+        return dict(sorted(Counter(self._column(2)).items()))
+
+    def groups(self, examples: int = 3) -> list:
+        """``(op type, new value, nodes, of which replaced, first node names)`` per
+        op type and new value, in order of first appearance."""
+        nodes, op_types, olds, news = (self._column(index) for index in (1, 2, 3, 4))
+        keys = list(zip(op_types, news))
+        counts = Counter(keys)
+        replaced = Counter(key for key, old in zip(keys, olds) if old is not None)
+        names = {key: [] for key in counts}
+        for key, node in zip(keys, nodes):
+            if len(names[key]) < examples:
+                names[key].append(node)
+                if all(len(found) == min(examples, counts[k]) for k, found in names.items()):
+                    break
+        return [(op_type, new, count, replaced[op_type, new], names[op_type, new])
+                for (op_type, new), count in counts.items()]
+
+    def _column(self, index: int):
+        """One column of ``changes`` (see :meth:`from_columns`), without building rows."""
+        if "changes" in self.__dict__:
+            return [row[index] for row in map(_FIELDS, self.__dict__["changes"])]
+        columns = self._columns["changes"]
+        return columns[index] if columns else ()
 
     # Reports travel back from worker processes (-j) as columns: they pickle about
-    # 15 times faster than one object per node, and become rows only when read (a
-    # batch's table reads counts alone; the parent shares two cores with the workers).
+    # 15 times faster than one object per node, and a batch's table reads counts alone
+    # (the parent shares two cores with the workers).
     def __getstate__(self):
-        return {
-            "changes": _columns(self.changes),
-            "unchanged": _columns(self.unchanged),
-            "notes": self.notes,
-        }
+        state = {"notes": self.notes}
+        for name in ("changes", "unchanged"):
+            state[name] = _columns(self.__dict__[name]) if name in self.__dict__ else self._columns[name]
+        return state
 
     def __setstate__(self, state):
         self.notes = state["notes"]
@@ -79,7 +107,7 @@ class RewriteReport:
         columns = self.__dict__.get("_columns")
         if columns is None or name not in ("changes", "unchanged"):
             raise AttributeError(name)
-        rows = _rows(columns[name])
+        rows = list(map(NodeChange, *columns[name])) if columns[name] else []
         setattr(self, name, rows)
         return rows
 
@@ -91,8 +119,9 @@ def _columns(changes) -> tuple:
     return tuple(zip(*map(_FIELDS, changes)))
 
 
-def _rows(columns) -> list:
-    return list(map(NodeChange, *columns)) if columns else []
+def _nonempty(columns) -> tuple:
+    columns = tuple(columns)
+    return columns if columns and len(columns[0]) else ()
 
 
 def apply_rules(nodes, options: RewriteOptions, all_nodes=None) -> RewriteReport:

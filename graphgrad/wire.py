@@ -18,7 +18,6 @@ Trade-off: a corrupted constant that no rule selects is copied as it is (as
 
 import re
 from collections import Counter
-from itertools import repeat
 from operator import attrgetter
 
 from google.protobuf.message import DecodeError
@@ -26,7 +25,7 @@ from google.protobuf.message import DecodeError
 from .model import iter_graph_nodes, override_of, set_override
 from .partial import ATTR_BYTES, HeadGraph, NotApplicable, add_overrides, flat_columns, node_inputs
 from .protos import GraphDef, NodeDef
-from .rewrite import NodeChange, RewriteOptions, RewriteReport, apply_rules
+from .rewrite import RewriteOptions, RewriteReport, apply_rules
 from .select import choose_by_op_type, op_types_needed
 
 NODE_FIELD = 1
@@ -330,9 +329,9 @@ def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nod
     )
     values = {op_type: rule.spec.attr_value for op_type, rule in chosen.items()}
     add_overrides(heads, ops, values)
-    names = map(attrgetter("name"), heads)
-    changes = list(map(NodeChange, repeat(""), names, ops, repeat(None), map(values.get, ops)))
-    return RewriteReport(changes=changes, notes=notes)
+    names = list(map(attrgetter("name"), heads))
+    changes = (("",) * len(heads), names, ops, (None,) * len(heads), list(map(values.get, ops)))
+    return RewriteReport.from_columns(changes, notes=notes)
 
 
 def graphdef_bodies(data, functions: bool = True) -> list:

@@ -171,7 +171,25 @@ def test_reports_survive_the_trip_from_a_worker():
         unchanged=[], notes=["note"],
     )
     again = pickle.loads(pickle.dumps(report))
-    assert again == report and again.by_op_type == {"Round": 1, "Sign": 1}
+    assert again.changed and again.by_op_type == {"Round": 1, "Sign": 1} and "changes" not in vars(again)
+    assert again.groups() == report.groups() == [
+        ("Sign", "graphgrad/ste(clip=1.0)", 1, 0, ["a/Sign"]), ("Round", "graphgrad/identity", 1, 1, ["b"]),
+    ]
+    assert again == report  # rows are built when read
+    again.changes.append(NodeChange("", "c", "Sign", None, "graphgrad/identity"))
+    assert len(pickle.loads(pickle.dumps(again)).changes) == 3
+
+
+def test_column_reports_read_like_row_reports():
+    from graphgrad.rewrite import NodeChange, RewriteReport
+
+    columns = RewriteReport.from_columns(
+        (("", ""), ("a", "b"), ("Sign", "Sign"), (None, None), ("x", "x")), notes=["n"])
+    assert columns.groups() == [("Sign", "x", 2, 0, ["a", "b"])] and columns.by_op_type == {"Sign": 2}
+    assert columns == RewriteReport([NodeChange("", "a", "Sign", None, "x"), NodeChange("", "b", "Sign", None, "x")],
+                                    [], ["n"])
+    empty = RewriteReport.from_columns(([], [], [], [], []))
+    assert not empty.changed and empty.changes == [] and empty.by_op_type == {} and empty.groups() == []
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch):

@@ -1,6 +1,5 @@
 """graphgrad rewrite: give selected nodes a gradient, by op type or node name."""
 
-from collections import Counter
 from functools import partial
 
 import click
@@ -78,20 +77,12 @@ def _summarize_report(report) -> str:
 
 
 def _render_report(report, dry_run) -> list[str]:
-    counts = Counter((change.op_type, change.new) for change in report.changes)
-    replaced = Counter((change.op_type, change.new) for change in report.changes if change.old is not None)
-    examples = {group: [] for group in counts}
-    for change in report.changes:
-        names = examples[change.op_type, change.new]
-        if len(names) < 3:
-            names.append(change.node)
     rows = []
-    for group, count in counts.items():
-        names = examples[group]
-        text = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
-        rows.append([group[0], count, group[1], text + (f"  ({replaced[group]} replaced)" if replaced[group] else "")])
+    for op_type, new, count, replaced, names in report.groups():
+        text = ", ".join(names[:2]) + (", ..." if count > 2 else "")
+        rows.append([op_type, count, new, text + (f"  ({replaced} replaced)" if replaced else "")])
     lines = [table(rows)] if rows else []
-    summary = f"  {'would change' if dry_run else 'changed'} {len(report.changes)} node(s)"
+    summary = f"  {'would change' if dry_run else 'changed'} {sum(row[1] for row in rows)} node(s)"
     if report.unchanged:
         summary += f"; {len(report.unchanged)} already as asked"
     return lines + [summary] + [f"  note: {note}" for note in report.notes]
