@@ -5,6 +5,9 @@ import pytest
 from click.testing import CliRunner
 
 from graphgrad.cli import main
+from graphgrad.rewrite import RewriteOptions
+from graphgrad.select import parse_rule
+from graphgrad.wire import rewrite_graphdef_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures")
@@ -31,3 +34,14 @@ def work(tmp_path):
     target = tmp_path / "fixtures"
     shutil.copytree(FIXTURES, target)
     return target
+
+
+def rule_options(*rules, **kwargs) -> RewriteOptions:
+    """RewriteOptions from ``("op" | "node", "KEY=SPEC")`` pairs."""
+    return RewriteOptions(rules=tuple(parse_rule(kind, text) for kind, text in rules), **kwargs)
+
+
+def fast_rewrite(data: bytes, rewrite_options: RewriteOptions):
+    """(output bytes, report) of the fast path for binary GraphDefs."""
+    chunks, report = rewrite_graphdef_bytes(data, rewrite_options)
+    return b"".join(bytes(chunk) for chunk in chunks), report

@@ -52,3 +52,14 @@ def frozen_graph(layers: int = 8, width: int = 32, with_function: bool = True) -
         sign.attr["T"].type = FLOAT
         function.ret["out"] = "Sign:y:0"
     return graph_def
+
+
+def many_nodes():
+    """A chain of small nodes with a device, debug info (a field the cut-down
+    schema does not declare), versions and a function library."""
+    graph_def = chain_graph(300)
+    graph_def.node[5].device = "/device:CPU:0"
+    graph_def.node[7].experimental_debug_info.original_node_names.append("before/Sign")
+    graph_def.versions.producer = 1234
+    graph_def.library.CopyFrom(frozen_graph(layers=1, width=2).library)
+    return graph_def

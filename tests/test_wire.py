@@ -1,23 +1,16 @@
 """The fast path for binary GraphDefs of large nodes: only selected nodes decoded."""
 
 import pytest
+from conftest import fast_rewrite as fast
 from conftest import fixture, run_cli
-from graphs import chain_graph, frozen_graph
+from conftest import rule_options as options
+from graphs import chain_graph, frozen_graph, many_nodes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphgrad import RewriteOptions, iter_nodes, parse_rule, read_model, rewrite_model
+from graphgrad import iter_nodes, read_model, rewrite_model
 from graphgrad.model import Model
-from graphgrad.wire import NotApplicable, ScannedGraph, rewrite_graphdef_bytes
-
-
-def options(*rules, **kwargs):
-    return RewriteOptions(rules=tuple(parse_rule(kind, text) for kind, text in rules), **kwargs)
-
-
-def fast(data, rewrite_options):
-    chunks, report = rewrite_graphdef_bytes(data, rewrite_options)
-    return b"".join(bytes(chunk) for chunk in chunks), report
+from graphgrad.wire import NotApplicable, ScannedGraph
 
 
 @pytest.fixture
@@ -37,14 +30,19 @@ def test_same_meaning_as_a_full_parse_and_untouched_bytes_kept(frozen):
             assert node.SerializeToString(deterministic=True) in output
 
 
-def test_deterministic_idempotent_and_lossless(frozen):
-    rules = options(("op", "Relu=guided_relu"))
-    first, _ = fast(frozen, rules)
-    assert fast(frozen, rules)[0] == first
+@pytest.mark.parametrize("graph, rule, count", [
+    (frozen_graph, "Relu=guided_relu", 8),  # scanned here
+    (many_nodes, "Sign=ste", 151),  # parsed with graphgrad.partial's cut-down schema
+])
+def test_deterministic_idempotent_and_lossless(graph, rule, count):
+    data = graph().SerializeToString(deterministic=True)
+    rules = options(("op", rule))
+    first, _ = fast(data, rules)
+    assert fast(data, rules)[0] == first
     again, report = fast(first, rules)
-    assert again == first and not report.changes and len(report.unchanged) == 8
-    untouched, report = fast(frozen, options(("node", "nothing*=ste"), allow_missing=True))
-    assert untouched == frozen and not report.changes
+    assert again == first and not report.changes and len(report.unchanged) == count
+    untouched, report = fast(data, options(("node", "nothing*=ste"), allow_missing=True))
+    assert untouched == data and not report.changes
 
 
 def test_conflicts_force_and_hints_work_as_in_the_full_path(frozen):
@@ -87,15 +85,18 @@ def read_model_bytes(data):
     return parse_model_bytes(data)[0]
 
 
+@pytest.mark.parametrize("graph", [
+    frozen_graph(layers=2, width=12).SerializeToString(),  # scanned here
+    chain_graph(40).SerializeToString(),  # parsed with graphgrad.partial's cut-down schema
+])
 @settings(max_examples=300, deadline=2000)
-@given(st.data())
-def test_mutated_bytes_never_crash(data):
-    frozen = bytearray(frozen_graph(layers=2, width=12).SerializeToString())
+@given(data=st.data())
+def test_mutated_bytes_never_crash(graph, data):
+    mutated = bytearray(graph)
     for _ in range(data.draw(st.integers(1, 6))):
-        position = data.draw(st.integers(0, len(frozen) - 1))
-        frozen[position] = data.draw(st.integers(0, 255))
+        mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
     try:
-        output, _ = fast(bytes(frozen), options(("op", "Relu=ste"), allow_missing=True))
+        output, _ = fast(bytes(mutated), options(("op", "Relu=ste"), ("op", "Sign=ste"), allow_missing=True))
     except NotApplicable:
         return  # the caller parses the file whole and reports what is wrong
     assert isinstance(output, bytes)
