@@ -201,7 +201,7 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
     return selection
 
 
-def choose_by_op_type(type_counts: dict, rules, allow_missing=False, all_nodes=list, names_of=None) -> tuple:
+def choose_by_op_type(type_counts: dict, rules, allow_missing: bool, all_nodes, names_of) -> tuple:
     """Plain --op rules (see :func:`op_types_needed`) for nodes counted by op type:
     ``(rule for each op type present, notes)``.
 

@@ -187,7 +187,6 @@ class ScannedGraph:
         self.data = memoryview(data) if isinstance(data, (bytes, bytearray)) else data
         self.fields = []  # (number, entry start, payload start, end)
         self.nodes = []
-        self._library = None
         sampled_bytes = 0
         for number, wire_type, entry, payload, end in _fields(self.data, 0, len(self.data)):
             if number not in _GRAPHDEF_FIELDS:
