@@ -20,7 +20,6 @@ schemas that declare only that:
 """
 
 from functools import lru_cache
-from operator import attrgetter
 
 from google.protobuf.message import DecodeError
 
@@ -49,8 +48,7 @@ _SCHEMA = [
         ("attr", 5, False, "AttrKeys"),
     ]),
     ("GraphFlat", [("node", 1, False, "FlatNodes"), ("library", 2, True, "bytes")]),
-    ("NodeKeys", [("attr", 5, False, "AttrKeys")]),  # one node's attribute keys, merged the same way
-    ("GraphKeys", [("node", 1, True, "NodeKeys")]),
+    ("GraphNodes", [("node", 1, True, "bytes")]),  # each node's encoding, undecoded
 ]
 
 
@@ -105,19 +103,13 @@ class HeadNode:
 
     @property
     def override(self):
-        value = None
-        if self._maybe_override:
-            for raw in self.head.attr:  # the last entry wins, as when a map is parsed
-                entry = _override_entry(raw)
-                if entry is not None:
-                    value = _decoded_string(entry.value)
-        return value
+        return _head_override(self.head) if self._maybe_override else None
 
     def set_override(self, value) -> None:
         if self._maybe_override:
             entries = self.head.attr
             for index in reversed(range(len(entries))):
-                if _override_entry(entries[index]) is not None:
+                if ATTR_BYTES in entries[index] and _override_in(entries[index]) is not None:
                     del entries[index]
         if value is not None:
             self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
@@ -131,18 +123,23 @@ def add_overrides(heads, ops, values: dict) -> None:
         head.MergeFromString(fields[op_type])
 
 
-def _override_entry(raw: bytes):
-    """The map entry ``raw`` parsed, if its key is ``_gradient_op_type``; else None."""
-    if ATTR_BYTES not in raw:  # a byte search spares parsing every other entry
-        return None
+def _head_override(head) -> str | None:
+    """The ``_gradient_op_type`` of a ``NodeHead``, or None."""
+    value = None
+    for raw in head.attr:  # the last entry wins, as when a map is parsed
+        found = _override_in(raw) if ATTR_BYTES in raw else None  # a byte search spares the rest
+        if found is not None:
+            value = found
+    return value
+
+
+@lru_cache(maxsize=256)  # a rewritten graph repeats a few entries thousands of times
+def _override_in(raw: bytes) -> str | None:
+    """The override the map entry ``raw`` sets, if its key is ``_gradient_op_type``; else None."""
     entry = parse("AttrEntry", raw)
-    return entry if entry.key == ATTR else None
-
-
-@lru_cache(maxsize=64)
-def _decoded_string(encoded: bytes) -> str:
-    """The string an encoded AttrValue holds (a rewritten graph repeats a few of them)."""
-    return AttrValue.FromString(encoded).s.decode("utf-8", "replace")
+    if entry.key != ATTR:
+        return None
+    return AttrValue.FromString(entry.value).s.decode("utf-8", "replace")
 
 
 @lru_cache(maxsize=64)
@@ -203,13 +200,13 @@ def flat_columns(data: bytes):
 def top_level_overrides(data: bytes) -> list:
     """``(name, op, value)`` of each top-level node that has a ``_gradient_op_type``.
 
-    Parsed as ``GraphKeys``, each node's attribute keys are one list to search in C;
-    only the nodes that have the key are then read as ``GraphHeads``.
+    Parsed as ``GraphNodes``, each node is its bytes, searched in C; only the nodes
+    that hold the name somewhere are then read as ``GraphHeads``.
     """
-    keys = map(attrgetter("attr.key"), parse("GraphKeys", data).node)
-    hits = [index for index, node_keys in enumerate(keys) if ATTR in node_keys]
+    hits = [index for index, encoded in enumerate(parse("GraphNodes", data).node) if ATTR_BYTES in encoded]
     heads = parse("GraphHeads", data).node
-    return [(heads[index].name, heads[index].op, HeadNode(heads[index], "", True).override) for index in hits]
+    found = [(heads[index], _head_override(heads[index])) for index in hits]
+    return [(head.name, head.op, value) for head, value in found if value is not None]
 
 
 def node_inputs(data: bytes):
