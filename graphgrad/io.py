@@ -134,6 +134,8 @@ class SourceFile:
             try:
                 copied = os.copy_file_range(self._fd, fd, end - start, start)
             except (AttributeError, OSError):  # not Linux, or not between these file systems
+                copied = 0
+            if not copied:  # through this process, then
                 copied = _write_all(fd, self.read(start, min(end, start + COPY_BLOCK)))
             if not copied:
                 raise ModelReadError(f"{self.path} changed while it was read (it is shorter now)")
