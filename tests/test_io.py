@@ -157,3 +157,15 @@ def test_write_into_missing_directory_fails_cleanly(tmp_path):
     with pytest.raises(ModelWriteError, match="cannot write .*No such file"):
         write_model(model, str(tmp_path / "absent" / "out.pb"))
     assert os.listdir(tmp_path) == []
+
+
+def test_an_input_shortened_while_it_is_copied_is_an_error_and_leaves_no_output(tmp_path):
+    from graphgrad.io import SourceFile, write_chunks
+
+    source_path, out = tmp_path / "in.pb", tmp_path / "out.pb"
+    source_path.write_bytes(b"x" * 10_000)
+    with SourceFile(str(source_path)) as source:
+        os.truncate(source_path, 100)
+        with pytest.raises(ModelReadError, match="changed while it was read"):
+            write_chunks(str(out), [b"head", (0, 10_000)], source)
+    assert os.listdir(tmp_path) == ["in.pb"]
