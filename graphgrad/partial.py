@@ -156,23 +156,19 @@ class HeadGraph:
     def __init__(self, data: bytes):
         self.message = parse("GraphHeads", data)
         # A byte search (in C): when the name occurs nowhere, no node's attributes need a look.
-        self._maybe_override = ATTR_BYTES in data
+        self.has_overrides = ATTR_BYTES in data
 
     def candidates(self, op_types=None) -> list:
         """The top-level nodes (of ``op_types`` only, if given)."""
-        maybe = self._maybe_override
+        maybe = self.has_overrides
         if op_types is None:
             return [HeadNode(head, head.op, maybe) for head in self.message.node]
         return [HeadNode(head, op, maybe) for head in self.message.node if (op := head.op) in op_types]
 
-    @property
-    def has_overrides(self) -> bool:
-        """False when no node can carry ``_gradient_op_type`` (the name occurs nowhere)."""
-        return self._maybe_override
-
-    def heads(self, op_types) -> list:
-        """The top-level nodes of ``op_types``, as parsed (no object per node)."""
-        return [head for head in self.message.node if head.op in op_types]
+    def heads(self, op_types) -> tuple[list, list]:
+        """The top-level nodes of ``op_types`` as parsed (no object per node), and their op types."""
+        pairs = [(head, op) for head in self.message.node if (op := head.op) in op_types]
+        return [head for head, _ in pairs], [op for _, op in pairs]
 
     def library_payloads(self) -> list:
         return list(self.message.library)

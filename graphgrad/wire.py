@@ -320,8 +320,7 @@ def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nod
     """:func:`apply_rules` for the commonest case, without an object per node:
     plain --op rules, and no node has an override yet (so every selected node
     changes, and none is refused)."""
-    heads = graph.heads(op_types)
-    ops = [head.op for head in heads]
+    heads, ops = graph.heads(op_types)
     chosen, notes = choose_by_op_type(
         Counter(ops), options.rules, options.allow_missing, all_nodes,
         names_of=lambda op_type: [head.name for head, op in zip(heads, ops) if op == op_type],
