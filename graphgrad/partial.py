@@ -4,22 +4,32 @@ A full parse builds every node's attribute map, and then Python touches each nod
 Rules and summaries need far less, so protobuf (in C) parses the same bytes with
 schemas that declare only that:
 
-- ``GraphHeads``, for rewriting: per node its name, op, inputs, device, and its
-  attribute map entries as undecoded bytes. Every other field (of a node, or of
-  the GraphDef: versions, debug info) stays a protobuf *unknown field*, kept as
-  its bytes and written back after the declared ones. Serializers write fields in
-  number order, so an untouched node is written back byte for byte, and a changed
-  one differs only by its new ``_gradient_op_type`` entry, added last.
+- ``GraphNodes``, for the commonest rewrite (plain op-type rules, no override in
+  the graph yet): each node as its undecoded encoding. A selected node gets its
+  ``_gradient_op_type`` entry appended to its encoding (a later field merges into
+  the message as if written in place); every other node is written back byte for
+  byte. Op types come from ``GraphOps`` (below); no Python object per node.
+- ``GraphHeads``, for every other rewrite: per node its name, op, inputs, device,
+  and its attribute map entries as undecoded bytes. Every other field (of a node,
+  or of the GraphDef: versions, debug info) stays a protobuf *unknown field*, kept
+  as its bytes and written back after the declared ones. Serializers write fields
+  in number order, so an untouched node is written back byte for byte, and a
+  changed one differs only by its new ``_gradient_op_type`` entry, added last.
 - ``GraphFlat``, for summaries: ``node`` declared as one singular message whose
   fields are all repeated. Protobuf merges repeated occurrences of a singular
   message field, so the parse concatenates every node's name, op, inputs and
   attribute keys into four flat lists, without one Python object per node.
   (A node with neither name nor op, which TensorFlow refuses anyway, would go
   uncounted; a node with one of the two makes the lists disagree, and
-  :class:`NotApplicable` sends the caller to a full parse.)
+  :class:`NotApplicable` sends the caller to a full parse.) ``GraphOps`` is the
+  same with names and op types only. The lists line up with the nodes when their
+  lengths agree; only a node missing its op *and* another holding two op fields
+  (which no serializer writes, and TensorFlow refuses) would shift them unseen.
 """
 
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from itertools import repeat
+from operator import concat
 
 from google.protobuf.message import DecodeError
 
@@ -48,7 +58,9 @@ _SCHEMA = [
         ("attr", 5, False, "AttrKeys"),
     ]),
     ("GraphFlat", [("node", 1, False, "FlatNodes"), ("library", 2, True, "bytes")]),
-    ("GraphNodes", [("node", 1, True, "bytes")]),  # each node's encoding, undecoded
+    ("NamesAndOps", [("name", 1, True, "string"), ("op", 2, True, "string")]),
+    ("GraphOps", [("node", 1, False, "NamesAndOps")]),
+    ("GraphNodes", [("node", 1, True, "bytes"), ("library", 2, True, "bytes")]),  # undecoded
 ]
 
 
@@ -115,14 +127,6 @@ class HeadNode:
             self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
 
 
-def add_overrides(heads, ops, values: dict) -> None:
-    """Give each of ``heads`` (which carry none yet; ``ops`` their op types) the
-    override ``values[op type]``."""
-    fields = {op_type: _attr_field(value) for op_type, value in values.items()}
-    for head, op_type in zip(heads, ops):
-        head.MergeFromString(fields[op_type])
-
-
 def _head_override(head) -> str | None:
     """The ``_gradient_op_type`` of a ``NodeHead``, or None."""
     value = None
@@ -150,35 +154,57 @@ def _attr_field(value: str) -> bytes:
 
 
 class HeadGraph:
-    """A binary GraphDef parsed as ``GraphHeads``: nodes to select and change,
-    the library's payloads, everything else kept as bytes."""
+    """A binary GraphDef of small nodes, edited one of two ways (see the module
+    docstring): :meth:`add_overrides` edits node encodings, :meth:`candidates`
+    hands out nodes parsed as ``NodeHead``. Everything else is kept as bytes."""
 
     def __init__(self, data: bytes):
-        self.message = parse("GraphHeads", data)
+        self.data = data
+        self.encoded = parse("GraphNodes", data)
         # A byte search (in C): when the name occurs nowhere, no node's attributes need a look.
         self.has_overrides = ATTR_BYTES in data
+        self._output = self.encoded  # the parse that holds the edits
+
+    @cached_property
+    def _heads(self):
+        return parse("GraphHeads", self.data)
 
     def candidates(self, op_types=None) -> list:
         """The top-level nodes (of ``op_types`` only, if given)."""
+        self._output = self._heads  # the nodes handed out may be edited
         maybe = self.has_overrides
         if op_types is None:
-            return [HeadNode(head, head.op, maybe) for head in self.message.node]
-        return [HeadNode(head, op, maybe) for head in self.message.node if (op := head.op) in op_types]
+            return [HeadNode(head, head.op, maybe) for head in self._heads.node]
+        return [HeadNode(head, op, maybe) for head in self._heads.node if (op := head.op) in op_types]
 
-    def heads(self, op_types) -> tuple[list, list]:
-        """The top-level nodes of ``op_types`` as parsed (no object per node), and their op types."""
-        pairs = [(head, op) for head in self.message.node if (op := head.op) in op_types]
-        return [head for head, _ in pairs], [op for _, op in pairs]
+    def columns(self) -> tuple[list, list]:
+        """The names and op types of the top-level nodes, in order, without an object per node."""
+        flat = parse("GraphOps", self.data).node
+        names, ops = list(flat.name), list(flat.op)
+        if not len(names) == len(ops) == len(self.encoded.node):
+            raise NotApplicable("a node has no name or no op, or two")
+        return names, ops
+
+    def add_overrides(self, ops: list, values: dict) -> None:
+        """Give each top-level node (``ops``: their op types, from :meth:`columns`)
+        whose op type is a key of ``values`` that override. The graph must carry
+        no override yet."""
+        suffixes = {op_type: _attr_field(value) for op_type, value in values.items()}
+        # Loops in C: an unselected node's bytes are kept as the same object (b + b"" is b).
+        edited = list(map(concat, self.encoded.node, map(suffixes.get, ops, repeat(b""))))
+        del self.encoded.node[:]
+        self.encoded.node.extend(edited)
+        self._output = self.encoded
 
     def library_payloads(self) -> list:
-        return list(self.message.library)
+        return list(self.encoded.library)
 
     def chunks(self, library: bytes | None):
         """The output; ``library`` (merged and re-encoded) replaces the library fields if given."""
         if library is not None:
-            del self.message.library[:]
-            self.message.library.append(library)
-        return [self.message.SerializeToString()]
+            del self._output.library[:]
+            self._output.library.append(library)
+        return [self._output.SerializeToString()]
 
 
 def flat_columns(data: bytes):

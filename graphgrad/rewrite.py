@@ -55,7 +55,8 @@ class RewriteReport:
     def from_columns(cls, changes=(), unchanged=(), notes=()) -> "RewriteReport":
         """A report of ``(graphs, nodes, op types, olds, news)`` columns."""
         report = cls.__new__(cls)
-        report.__setstate__({"changes": _nonempty(changes), "unchanged": _nonempty(unchanged), "notes": list(notes)})
+        report.notes = list(notes)
+        report._columns = {"changes": _nonempty(changes), "unchanged": _nonempty(unchanged)}
         return report
 
     @property
@@ -90,18 +91,19 @@ class RewriteReport:
         columns = self._columns["changes"]
         return columns[index] if columns else ()
 
-    # Reports travel back from worker processes (-j) as columns: they pickle about
-    # 15 times faster than one object per node, and a batch's table reads counts alone
+    # Reports travel back from worker processes (-j) as packed columns: they pickle
+    # far faster than one object per node, and a batch's table reads counts alone
     # (the parent shares two cores with the workers).
     def __getstate__(self):
         state = {"notes": self.notes}
         for name in ("changes", "unchanged"):
-            state[name] = _columns(self.__dict__[name]) if name in self.__dict__ else self._columns[name]
+            columns = _columns(self.__dict__[name]) if name in self.__dict__ else self._columns[name]
+            state[name] = tuple(map(_pack, columns))
         return state
 
     def __setstate__(self, state):
         self.notes = state["notes"]
-        self._columns = state
+        self._columns = {name: tuple(map(_unpack, state[name])) for name in ("changes", "unchanged")}
 
     def __getattr__(self, name):  # only for what is not set: rows still held as columns
         columns = self.__dict__.get("_columns")
@@ -117,6 +119,30 @@ _FIELDS = attrgetter("graph", "node", "op_type", "old", "new")
 
 def _columns(changes) -> tuple:
     return tuple(zip(*map(_FIELDS, changes)))
+
+
+_SEPARATOR = "\0"
+
+
+def _pack(column) -> tuple:
+    """A column as ``("same", value, count)``, ``("joined", text)`` (strings that
+    hold no separator) or ``("list", column)``: a few objects to pickle, not one per row."""
+    if column and column.count(column[0]) == len(column):
+        return ("same", column[0], len(column))
+    try:
+        joined = _SEPARATOR.join(column)
+    except TypeError:  # not all strings
+        return ("list", column)
+    if column and joined.count(_SEPARATOR) == len(column) - 1:
+        return ("joined", joined)
+    return ("list", column)
+
+
+def _unpack(packed: tuple):
+    kind, *payload = packed
+    if kind == "same":
+        return (payload[0],) * payload[1]
+    return payload[0].split(_SEPARATOR) if kind == "joined" else payload[0]
 
 
 def _nonempty(columns) -> tuple:

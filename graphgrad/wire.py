@@ -18,12 +18,12 @@ Trade-off: a corrupted constant that no rule selects is copied as it is (as
 
 import re
 from collections import Counter
-from operator import attrgetter
+from itertools import compress
 
 from google.protobuf.message import DecodeError
 
 from .model import iter_graph_nodes, override_of, set_override
-from .partial import ATTR_BYTES, HeadGraph, NotApplicable, add_overrides, flat_columns, node_inputs
+from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
 from .protos import GraphDef, NodeDef
 from .rewrite import RewriteOptions, RewriteReport, apply_rules
 from .select import choose_by_op_type, op_types_needed
@@ -320,15 +320,16 @@ def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nod
     """:func:`apply_rules` for the commonest case, without an object per node:
     plain --op rules, and no node has an override yet (so every selected node
     changes, and none is refused)."""
-    heads, ops = graph.heads(op_types)
+    all_names, all_ops = graph.columns()
+    selected = list(map(op_types.__contains__, all_ops))
+    names, ops = list(compress(all_names, selected)), list(compress(all_ops, selected))
     chosen, notes = choose_by_op_type(
         Counter(ops), options.rules, options.allow_missing, all_nodes,
-        names_of=lambda op_type: [head.name for head, op in zip(heads, ops) if op == op_type],
+        names_of=lambda op_type: [name for name, op in zip(names, ops) if op == op_type],
     )
     values = {op_type: rule.spec.attr_value for op_type, rule in chosen.items()}
-    add_overrides(heads, ops, values)
-    names = list(map(attrgetter("name"), heads))
-    changes = (("",) * len(heads), names, ops, (None,) * len(heads), list(map(values.get, ops)))
+    graph.add_overrides(all_ops, values)
+    changes = (("",) * len(names), names, ops, (None,) * len(names), list(map(values.get, ops)))
     return RewriteReport.from_columns(changes, notes=notes)
 
 
