@@ -180,6 +180,20 @@ def test_reports_survive_the_trip_from_a_worker():
     assert len(pickle.loads(pickle.dumps(again)).changes) == 3
 
 
+def test_packed_columns_keep_every_value():
+    import pickle
+
+    from graphgrad.rewrite import NodeChange, RewriteReport
+
+    rows = [NodeChange("", "a\0b", "Sign", None, "x"),  # a separator inside a name: kept as a list
+            NodeChange("", "c", "Sign", "joined", "same"),  # values that spell the packing's tags
+            NodeChange("", "same", "Round", None, "x")]
+    for changes in (rows, rows[1:], rows[:1], []):
+        report = RewriteReport(changes=changes, unchanged=changes[::-1], notes=[])
+        again = pickle.loads(pickle.dumps(report))
+        assert again.changes == changes and again.unchanged == changes[::-1]
+
+
 def test_column_reports_read_like_row_reports():
     from graphgrad.rewrite import NodeChange, RewriteReport
 

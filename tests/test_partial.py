@@ -108,11 +108,19 @@ def test_flat_summary_finds_the_same_problems():
     assert [o.status for o in full.problems] == ["dangling"]
 
 
-def test_a_node_without_an_op_goes_to_the_full_parse():
-    graph_def = chain_graph(10)
-    graph_def.node[3].op = ""
+@pytest.mark.parametrize("index", [3, 100])  # in the scanner's sample, or past it
+def test_a_node_without_an_op_goes_to_the_full_parse(tmp_path, index):
+    graph_def = chain_graph(300)
+    graph_def.node[index].op = ""
+    data = graph_def.SerializeToString()
     with pytest.raises(NotApplicable):
-        summaries(graph_def.SerializeToString())
+        summaries(data)
+    with pytest.raises(NotApplicable):  # the op types would not line up with the nodes
+        fast(data, options(("op", "Sign=ste")))
+    source, out = tmp_path / "g.pb", tmp_path / "out.pb"
+    source.write_bytes(data)
+    result = run_cli("rewrite", source, "--op", "Sign=ste", "-o", out, expect=1)  # the full parse refuses it
+    assert "is not a TensorFlow graph file" in result.stderr and not out.exists()
 
 
 def test_cli_ops_groups_thousands_of_overrides(tmp_path):
