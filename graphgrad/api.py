@@ -17,14 +17,13 @@ from .io import (
     backup_file,
     make_parent_directories,
     model_from_bytes,
-    read_file,
     read_model,
     write_chunks,
     write_model,
 )
 from .model import BINARY, GRAPHDEF
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
-from .wire import NotApplicable, graphdef_bodies, rewrite_graphdef_file
+from .wire import NotApplicable, graphdef_file_bodies, rewrite_graphdef_file
 
 
 @dataclass(frozen=True)
@@ -211,17 +210,20 @@ def _guarded(item: Item, process) -> FileResult:
 def summarize_file(path: str, kind: str | None = None, functions: bool = True):
     """Read ``path`` and summarise its op types and overrides (a summary.ModelSummary).
 
-    A binary GraphDef is read through cut-down parses (:func:`wire.graphdef_bodies`).
+    A binary GraphDef is read through cut-down parses or a scan that skips its
+    constants (:func:`wire.graphdef_file_bodies`).
     """
     from .summary import summarize, summarize_bodies
 
     if kind in (None, GRAPHDEF) and os.path.isfile(path):
-        data = read_file(path)
-        try:
-            bodies = graphdef_bodies(data, functions)
-        except NotApplicable:
-            return summarize(model_from_bytes(data, path, kind), functions)
-        return summarize_bodies(path, GRAPHDEF, BINARY, [("", bodies)])
+        with SourceFile(path) as source:
+            try:
+                bodies = graphdef_file_bodies(source, functions)
+            except NotApplicable:
+                data = source.read(0, source.size)
+            else:
+                return summarize_bodies(path, GRAPHDEF, BINARY, [("", bodies)])
+        return summarize(model_from_bytes(data, path, kind), functions)
     return summarize(read_model(path, kind), functions)
 
 

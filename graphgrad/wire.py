@@ -9,6 +9,8 @@ are matched on those; only the selected nodes (and the function library, when a
 rule reaches into it) are parsed with protobuf, changed and re-encoded; every
 other byte is copied as it was. The output is a valid GraphDef equal in meaning
 to what a full parse would give, and the same input and rules give the same bytes.
+``graphgrad ops`` reads each node's field headers the same way: its inputs and
+its override, never its attribute values.
 
 Graphs of many small nodes are cheaper to parse in C than to scan here: they go
 to :mod:`graphgrad.partial`, which parses them with cut-down schemas.
@@ -24,9 +26,10 @@ from google.protobuf.message import DecodeError
 
 from .model import iter_graph_nodes, override_of, set_override
 from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
-from .protos import GraphDef, NodeDef
+from .protos import AttrValue, GraphDef, NodeDef
 from .rewrite import RewriteOptions, RewriteReport, apply_rules
 from .select import choose_by_op_type, op_types_needed
+from .spec import ATTR
 
 NODE_FIELD = 1
 LIBRARY_FIELD = 2
@@ -335,17 +338,73 @@ def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nod
 
 def graphdef_bodies(data, functions: bool = True) -> list:
     """What ``graphgrad ops`` reads of a binary GraphDef (``summary.Body`` of the
-    top level, then of each function body), from cut-down parses: no NodeDef of
-    the top level is built. Raises :class:`NotApplicable` as
+    top level, then of each function body), from cut-down parses or the scan: no
+    NodeDef of the top level is built. Raises :class:`NotApplicable` as
     :func:`rewrite_graphdef_bytes` does."""
+    return _bodies(data, lambda: data, functions)
+
+
+def graphdef_file_bodies(source, functions: bool = True) -> list:
+    """:func:`graphdef_bodies` for a file open as a :class:`graphgrad.io.SourceFile`:
+    a frozen model's constants are never read."""
+    return _bodies(Window(source), lambda: source.read(0, source.size), functions)
+
+
+def _bodies(data, whole, functions: bool) -> list:
     from .summary import Body, bodies_of  # as in api: rewrites do not load the summary layer
 
     try:
-        ScannedGraph(data)  # that these are a GraphDef's bytes, as far as it looks
+        graph = ScannedGraph(data)
     except SmallNodes:
-        pass
-    names, ops, inputs, overrides, library = flat_columns(data)
-    top = Body(None, names, ops, inputs, set(), overrides, lambda: node_inputs(data))
+        data = whole()
+        names, ops, inputs, overrides, library = flat_columns(data)
+        top = Body(None, names, ops, inputs, set(), overrides, lambda: node_inputs(data))
+    else:
+        top, library = _scanned_body(graph, Body), graph.library_payloads()
     if not (functions and library):
         return [top]
     return [top] + bodies_of(Library(library).graph())[1:]
+
+
+def _scanned_body(graph: ScannedGraph, body_type):
+    """The top-level ``Body`` of a scanned graph, from each node's field headers:
+    inputs and the override are read, attribute values (the constants) are skipped."""
+    inputs_of, overrides = [], []
+    for node in graph.nodes:
+        inputs, override = _inputs_and_override(graph.data, *node._span)
+        inputs_of.append(inputs)
+        if override is not None:
+            overrides.append((node.name, node.op_type, override))
+    names = [node.name for node in graph.nodes]
+    return body_type(
+        None, names, [node.op_type for node in graph.nodes], [name for inputs in inputs_of for name in inputs],
+        set(), overrides, lambda: zip(names, inputs_of),
+    )
+
+
+def _inputs_and_override(data, start: int, end: int) -> tuple[list, str | None]:
+    """A NodeDef's inputs (field 3) and its ``_gradient_op_type`` (None if absent),
+    the last attribute entry (field 5) of that key winning, as when a map is parsed."""
+    inputs, override = [], None
+    for number, wire_type, _, payload, stop in _fields(data, start, end):
+        if wire_type != 2:
+            continue
+        if number == 3:
+            try:
+                inputs.append(bytes(data[payload:stop]).decode())
+            except UnicodeDecodeError:
+                raise NotApplicable("an input is not UTF-8") from None
+        elif number == 5:
+            key = value = b""
+            for entry_number, entry_type, _, entry_payload, entry_stop in _fields(data, payload, stop):
+                if entry_type == 2 and entry_number == 1:
+                    key = bytes(data[entry_payload:entry_stop])
+                elif entry_type == 2 and entry_number == 2:
+                    value = (entry_payload, entry_stop)  # read only if the key is ours
+            if key == ATTR_BYTES:
+                encoded = bytes(data[value[0]:value[1]]) if value else b""
+                try:
+                    override = AttrValue.FromString(encoded).s.decode("utf-8", "replace")
+                except DecodeError:
+                    raise NotApplicable(f"the {ATTR} of a node does not parse") from None
+    return inputs, override

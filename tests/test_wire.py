@@ -129,6 +129,44 @@ def test_constants_are_copied_in_the_kernel_never_read(tmp_path, monkeypatch):
     assert out.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
 
 
+def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees(tmp_path, monkeypatch):
+    from graphgrad import io
+    from graphgrad.api import summarize_file
+    from graphgrad.summary import summarize
+
+    graph_def = frozen_graph(layers=8, width=256)
+    graph_def.node[3].attr["_gradient_op_type"].s = b"graphgrad/guided_relu"
+    graph_def.node[6].attr["_gradient_op_type"].s = b"CustomGradient-9"  # dangling
+    graph_def.node[5].input.extend(["^gone", "nowhere:1"])
+    graph_def.node[8].name = graph_def.node[9].name  # a duplicate
+    data = graph_def.SerializeToString(deterministic=True)
+    path = tmp_path / "frozen.pb"
+    path.write_bytes(data)
+    read = []
+    original_read = io.SourceFile.read
+    monkeypatch.setattr(io.SourceFile, "read", lambda self, start, end: read.append(end - start) or
+                        original_read(self, start, end))
+    summary = summarize_file(str(path))
+    assert sum(read) < len(data) / 20, "the summary read the constants"
+    assert summary == summarize(Model(graph_def, "graphdef", "binary", str(path)))
+    assert [o.status for o in summary.problems] == ["dangling"] and len(summary.graph_problems) == 3
+
+
+def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
+    from graphgrad.partial import _attr_field
+    from graphgrad.summary import summarize, summarize_bodies
+    from graphgrad.wire import _encode_varint, graphdef_bodies
+
+    graph_def = frozen_graph(layers=2, width=256, with_function=False)
+    graph_def.node[3].attr["_gradient_op_type"].s = b"first"
+    encodings = [node.SerializeToString(deterministic=True) for node in graph_def.node]
+    encodings[3] += _attr_field("graphgrad/identity")  # a second entry of the same key, later on the wire
+    data = b"".join(b"\x0a" + _encode_varint(len(encoded)) + encoded for encoded in encodings)
+    fast_summary = summarize_bodies("g.pb", "graphdef", "binary", [("", graphdef_bodies(data))])
+    full = summarize(Model(read_model_bytes(data), "graphdef", "binary", "g.pb"))
+    assert fast_summary == full and [o.value for o in full.overrides] == ["graphgrad/identity"]
+
+
 def test_ranges_are_copied_where_the_kernel_cannot(tmp_path, monkeypatch):
     import os
 
