@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, ".cache")
 PYTHON = sys.executable
 GRAPHGRAD = [PYTHON, "-m", "graphgrad"]
+REPLACING = "graphgrad rewrite, replacing a file"  # fsynced before its rename (see graphgrad/io.py)
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
@@ -75,8 +76,18 @@ def single_file(name, op_type, spec, repeat, work):
     size = os.path.getsize(source) / 2**20
     out = os.path.join(work, "out.pb")
     attr = "graphgrad/" + spec
+    rewrite_command = GRAPHGRAD + ["rewrite", source, "--op", f"{op_type}={spec}", "-o", out]
+
+    def prepare(label):  # every run writes a new file, or replaces one
+        if os.path.exists(out):
+            os.remove(out)
+        if label == REPLACING:
+            with open(out, "wb") as stream:
+                stream.write(b"an earlier output")
+
     results = measure({
-        "graphgrad rewrite": GRAPHGRAD + ["rewrite", source, "--op", f"{op_type}={spec}", "-o", out],
+        "graphgrad rewrite": rewrite_command,
+        REPLACING: rewrite_command,
         "graphgrad ops": GRAPHGRAD + ["ops", source],
         "TensorFlow route": [PYTHON, os.path.join(HERE, "tf_route.py"), source, op_type, attr, out],
         "protobuf floor (parse+set+write)": [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out],
@@ -84,7 +95,7 @@ def single_file(name, op_type, spec, repeat, work):
         "copy (I/O limit)": ["cp", source, out],
         "copy + fsync (durable I/O limit)": ["sh", "-c", 'cp "$0" "$1" && sync "$1"', source, out],
         "python start-up": [PYTHON, "-c", "pass"],
-    }, repeat, before=lambda label: os.path.exists(out) and os.remove(out))  # every run writes a new file
+    }, repeat, before=prepare)
     startup = results["python start-up"]
     floor = results["protobuf floor (parse+set+write)"][0]
     print(f"\n{name}: {size:.1f} MB   (ratios against the protobuf floor)")
@@ -96,9 +107,9 @@ def single_file(name, op_type, spec, repeat, work):
     print(f"  rewrite vs TensorFlow route: {tf_route / rewrite:.1f}x faster")
     print(f"  rewrite vs protobuf floor:   {rewrite / floor:.2f}x")
     print(f"  ops vs parse-only floor:     {results['graphgrad ops'][0] / ops_floor:.2f}x")
-    print(f"  rewrite vs copy + start-up:  {rewrite / copy_floor:.2f}x   "
-          f"(vs copy + fsync + start-up: {rewrite / (results['copy + fsync (durable I/O limit)'][0] + startup[0]):.2f}x;"
-          " graphgrad fsyncs every output)")
+    durable_floor = results["copy + fsync (durable I/O limit)"][0] + startup[0]
+    print(f"  rewrite vs copy + start-up:  {rewrite / copy_floor:.2f}x   (replacing a file, fsynced, vs copy + fsync"
+          f" + start-up: {results[REPLACING][0] / durable_floor:.2f}x)")
     print(f"  rewrite peak RSS: {results['graphgrad rewrite'][1]:.0f} MB = "
           f"{(results['graphgrad rewrite'][1] - startup[1]) / size:.2f}x the file + start-up")
     return results
@@ -145,7 +156,7 @@ def main():
         if "dense" in cases:
             single_file("dense.pb", "Relu", "guided_relu", args.repeat, work)
         if "batch" in cases:
-            batch("small", "200 small frozen graphs (disk-bound: each write is fsynced)", args.repeat, work)
+            batch("small", "200 small frozen graphs (I/O-bound)", args.repeat, work)
             batch("many_nodes", "200 graphs of 8000 small nodes (CPU-bound)", args.repeat, work)
 
 

@@ -3,7 +3,10 @@
 Kinds are recognised by content, not by name: text GraphDefs called ``.pb`` and
 text MetaGraphDefs called ``.pb`` exist in the wild. Writes are atomic: a
 temporary file (or directory) beside the target, then a rename, so an error
-leaves no partial output and never harms the input.
+leaves no partial output and never harms the input. A write that replaces a file
+(``--in-place``, or an output that exists) is flushed to disk (fsync) before the
+rename, so a crash leaves the old version or the new one, never an empty file. A
+new file is not, as with ``cp``: a crash can lose it, and nothing else.
 """
 
 import os
@@ -285,6 +288,7 @@ def _atomic_write(path: str, data, source: SourceFile | None = None) -> bool:
     """Write ``data`` (bytes, or chunks as for :func:`write_chunks`) through a temporary file."""
     chunks = [data] if isinstance(data, (bytes, bytearray)) else list(data)
     try:
+        replacing = os.path.exists(path)
         if os.path.isfile(path) and os.path.getsize(path) == _length(chunks) and _holds(path, chunks, source):
             return False
         directory = os.path.dirname(os.path.abspath(path))
@@ -301,7 +305,8 @@ def _atomic_write(path: str, data, source: SourceFile | None = None) -> bool:
                     source.copy_to(descriptor, *chunk)
                 else:
                     _write_all(descriptor, chunk)
-            os.fsync(descriptor)
+            if replacing:  # see the module docstring
+                os.fsync(descriptor)
         finally:
             os.close(descriptor)
         _copy_mode(path, temporary)
@@ -410,8 +415,9 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
                 shutil.copy2(source, os.path.join(staging, member))
         with open(os.path.join(staging, filename), "wb") as stream:
             stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
+            if os.path.exists(out_dir):  # see the module docstring
+                stream.flush()
+                os.fsync(stream.fileno())
         os.chmod(staging, 0o777 & ~_umask())
         if os.path.exists(out_dir):
             backup = staging + ".old"

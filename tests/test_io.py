@@ -80,6 +80,27 @@ def test_saved_model_refuses_to_replace_another_directory(tmp_path):
     assert os.listdir(occupied) == ["notes.txt"]
 
 
+def test_a_write_that_replaces_a_file_is_flushed_to_disk_first(tmp_path, monkeypatch):
+    from conftest import run_cli
+
+    synced = []
+    original_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or original_fsync(fd))
+    model = read_model(fixture("binary_net.pb"))
+    write_model(model, str(tmp_path / "new.pb"))
+    assert not synced  # a new file: a crash can lose it and nothing else (as with cp)
+    (tmp_path / "old.pb").write_bytes(b"an earlier output")
+    write_model(model, str(tmp_path / "old.pb"))
+    assert len(synced) == 1  # a crash leaves the old version or the new one
+    source = tmp_path / "in.pb"
+    source.write_bytes(open(fixture("binary_net.pb"), "rb").read())
+    run_cli("rewrite", source, "--op", "Sign=ste", "--in-place")  # through the fast path's writer
+    assert len(synced) == 2
+    write_model(read_model(fixture("saved_model")), str(tmp_path / "saved"))
+    write_model(read_model(fixture("saved_model")), str(tmp_path / "saved"), encoding="text")
+    assert len(synced) == 3
+
+
 def test_unchanged_output_is_not_rewritten(tmp_path):
     model = read_model(fixture("binary_net.pb"))
     out = tmp_path / "same.pb"
