@@ -28,8 +28,7 @@ schemas that declare only that:
 """
 
 from functools import cached_property, lru_cache
-from itertools import repeat
-from operator import concat
+from itertools import compress
 
 from google.protobuf.message import DecodeError
 
@@ -177,23 +176,24 @@ class HeadGraph:
             return [HeadNode(head, head.op, maybe) for head in self._heads.node]
         return [HeadNode(head, op, maybe) for head in self._heads.node if (op := head.op) in op_types]
 
-    def columns(self) -> tuple[list, list]:
-        """The names and op types of the top-level nodes, in order, without an object per node."""
+    def select(self, op_types) -> tuple[list, list, list]:
+        """``(indices, names, op types)`` of the top-level nodes whose op type is in
+        ``op_types``, without an object per node: the op types come from one flat parse."""
         flat = parse("GraphOps", self.data).node
-        names, ops = list(flat.name), list(flat.op)
+        names, ops = flat.name, list(flat.op)
         if not len(names) == len(ops) == len(self.encoded.node):
             raise NotApplicable("a node has no name or no op, or two")
-        return names, ops
+        indices = list(compress(range(len(ops)), map(op_types.__contains__, ops)))
+        return indices, [names[index] for index in indices], [ops[index] for index in indices]
 
-    def add_overrides(self, ops: list, values: dict) -> None:
-        """Give each top-level node (``ops``: their op types, from :meth:`columns`)
-        whose op type is a key of ``values`` that override. The graph must carry
-        no override yet."""
+    def add_overrides(self, indices: list, ops: list, values: dict) -> None:
+        """Give the top-level nodes at ``indices`` (``ops``: their op types, as from
+        :meth:`select`) the override ``values[op type]``, by appending the attribute
+        entry to their encodings. The graph must carry no override yet."""
         suffixes = {op_type: _attr_field(value) for op_type, value in values.items()}
-        # Loops in C: an unselected node's bytes are kept as the same object (b + b"" is b).
-        edited = list(map(concat, self.encoded.node, map(suffixes.get, ops, repeat(b""))))
-        del self.encoded.node[:]
-        self.encoded.node.extend(edited)
+        nodes = self.encoded.node
+        for index, op_type in zip(indices, ops):
+            nodes[index] += suffixes[op_type]
         self._output = self.encoded
 
     def library_payloads(self) -> list:

@@ -20,7 +20,6 @@ Trade-off: a corrupted constant that no rule selects is copied as it is (as
 
 import re
 from collections import Counter
-from itertools import compress
 
 from google.protobuf.message import DecodeError
 
@@ -323,15 +322,13 @@ def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nod
     """:func:`apply_rules` for the commonest case, without an object per node:
     plain --op rules, and no node has an override yet (so every selected node
     changes, and none is refused)."""
-    all_names, all_ops = graph.columns()
-    selected = list(map(op_types.__contains__, all_ops))
-    names, ops = list(compress(all_names, selected)), list(compress(all_ops, selected))
+    indices, names, ops = graph.select(op_types)
     chosen, notes = choose_by_op_type(
         Counter(ops), options.rules, options.allow_missing, all_nodes,
         names_of=lambda op_type: [name for name, op in zip(names, ops) if op == op_type],
     )
     values = {op_type: rule.spec.attr_value for op_type, rule in chosen.items()}
-    graph.add_overrides(all_ops, values)
+    graph.add_overrides(indices, ops, values)
     changes = (("",) * len(names), names, ops, (None,) * len(names), list(map(values.get, ops)))
     return RewriteReport.from_columns(changes, notes=notes)
 
