@@ -353,19 +353,22 @@ def _bodies(data, whole, functions: bool) -> list:
     try:
         graph = ScannedGraph(data)
     except SmallNodes:
-        data = whole()
-        names, ops, inputs, overrides, library = flat_columns(data)
-        top = Body(None, names, ops, inputs, set(), overrides, lambda: node_inputs(data))
+        encoded = whole()
+        names, ops, inputs, overrides, library = flat_columns(encoded)
+        inputs_by_node = lambda: node_inputs(encoded)  # noqa: E731
     else:
-        top, library = _scanned_body(graph, Body), graph.library_payloads()
+        names, ops, inputs, overrides, inputs_by_node = _scanned_columns(graph)
+        library = graph.library_payloads()
+    top = Body(None, names, ops, inputs, set(), overrides, inputs_by_node)
     if not (functions and library):
         return [top]
     return [top] + bodies_of(Library(library).graph())[1:]
 
 
-def _scanned_body(graph: ScannedGraph, body_type):
-    """The top-level ``Body`` of a scanned graph, from each node's field headers:
-    inputs and the override are read, attribute values (the constants) are skipped."""
+def _scanned_columns(graph: ScannedGraph):
+    """``(names, ops, inputs, overrides, inputs by node)`` of a scanned graph's top
+    level (as :func:`graphgrad.partial.flat_columns`), from each node's field
+    headers: attribute values (the constants) are skipped."""
     inputs_of, overrides = [], []
     for node in graph.nodes:
         inputs, override = _inputs_and_override(graph.data, *node._span)
@@ -373,10 +376,8 @@ def _scanned_body(graph: ScannedGraph, body_type):
         if override is not None:
             overrides.append((node.name, node.op_type, override))
     names = [node.name for node in graph.nodes]
-    return body_type(
-        None, names, [node.op_type for node in graph.nodes], [name for inputs in inputs_of for name in inputs],
-        set(), overrides, lambda: zip(names, inputs_of),
-    )
+    flat_inputs = [name for inputs in inputs_of for name in inputs]
+    return names, [node.op_type for node in graph.nodes], flat_inputs, overrides, lambda: zip(names, inputs_of)
 
 
 def _inputs_and_override(data, start: int, end: int) -> tuple[list, str | None]:
