@@ -4,17 +4,19 @@ A full parse builds every node's attribute map, and then Python touches each nod
 Rules and summaries need far less, so protobuf (in C) parses the same bytes with
 schemas that declare only that:
 
-- ``GraphNodes``, for the commonest rewrite (plain op-type rules, no override in
-  the graph yet): each node as its undecoded encoding. A selected node gets its
-  ``_gradient_op_type`` entry appended to its encoding (a later field merges into
-  the message as if written in place); every other node is written back byte for
-  byte. Op types come from ``GraphOps`` (below); no Python object per node.
+- ``GraphNodes``, the output: each node as its undecoded encoding, so every node
+  a rule does not change is written back byte for byte. Everything else of the
+  GraphDef (versions, debug info) stays a protobuf *unknown field*, kept as its
+  bytes and written back after the nodes and the library.
+- For the commonest rewrite (plain op-type rules, no override in the graph yet),
+  a selected node gets its ``_gradient_op_type`` entry appended to its encoding (a
+  later field merges into the message as if written in place). Op types come
+  from ``GraphOps`` (below); no Python object per node.
 - ``GraphHeads``, for every other rewrite: per node its name, op, inputs, device,
-  and its attribute map entries as undecoded bytes. Every other field (of a node,
-  or of the GraphDef: versions, debug info) stays a protobuf *unknown field*, kept
-  as its bytes and written back after the declared ones. Serializers write fields
-  in number order, so an untouched node is written back byte for byte, and a
-  changed one differs only by its new ``_gradient_op_type`` entry, added last.
+  and its attribute map entries as undecoded bytes, every other field of it an
+  unknown field. A changed node is re-encoded from it: the declared fields in
+  number order, its new ``_gradient_op_type`` entry the last attribute entry,
+  then the rest.
 - ``GraphFlat``, for summaries: ``node`` declared as one singular message whose
   fields are all repeated. Protobuf merges repeated occurrences of a singular
   message field, so the parse concatenates every node's name, op, inputs and
@@ -104,12 +106,12 @@ def parse(name: str, data):
 class HeadNode:
     """A top-level node of a :class:`HeadGraph`, as rules see it."""
 
-    __slots__ = ("graph", "function", "name", "op_type", "head", "_maybe_override")
+    __slots__ = ("graph", "function", "name", "op_type", "head", "index", "dirty", "_maybe_override")
 
-    def __init__(self, head, op_type: str, maybe_override: bool):
+    def __init__(self, head, op_type: str, index: int, maybe_override: bool):
         self.graph, self.function = "", None
         self.name, self.op_type = head.name, op_type
-        self.head = head
+        self.head, self.index, self.dirty = head, index, False
         self._maybe_override = maybe_override
 
     @property
@@ -124,6 +126,7 @@ class HeadNode:
                     del entries[index]
         if value is not None:
             self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
+        self.dirty = True
 
 
 def _head_override(head) -> str | None:
@@ -153,16 +156,17 @@ def _attr_field(value: str) -> bytes:
 
 
 class HeadGraph:
-    """A binary GraphDef of small nodes, edited one of two ways (see the module
-    docstring): :meth:`add_overrides` edits node encodings, :meth:`candidates`
-    hands out nodes parsed as ``NodeHead``. Everything else is kept as bytes."""
+    """A binary GraphDef of small nodes, as node encodings (see the module
+    docstring): :meth:`add_overrides` edits the encodings of nodes chosen by op
+    type; :meth:`candidates` hands out nodes parsed as ``NodeHead``, and those
+    changed replace their encodings in :meth:`chunks`."""
 
     def __init__(self, data: bytes):
         self.data = data
         self.encoded = parse("GraphNodes", data)
         # A byte search (in C): when the name occurs nowhere, no node's attributes need a look.
         self.has_overrides = ATTR_BYTES in data
-        self._output = self.encoded  # the parse that holds the edits
+        self._handed_out = []
 
     @cached_property
     def _heads(self):
@@ -170,11 +174,13 @@ class HeadGraph:
 
     def candidates(self, op_types=None) -> list:
         """The top-level nodes (of ``op_types`` only, if given)."""
-        self._output = self._heads  # the nodes handed out may be edited
-        maybe = self.has_overrides
+        maybe, heads = self.has_overrides, self._heads.node
         if op_types is None:
-            return [HeadNode(head, head.op, maybe) for head in self._heads.node]
-        return [HeadNode(head, op, maybe) for head in self._heads.node if (op := head.op) in op_types]
+            nodes = [HeadNode(head, head.op, index, maybe) for index, head in enumerate(heads)]
+        else:
+            nodes = [HeadNode(head, op, index, maybe) for index, head in enumerate(heads) if (op := head.op) in op_types]
+        self._handed_out += nodes
+        return nodes
 
     def select(self, op_types) -> tuple[list, list, list]:
         """``(indices, names, op types)`` of the top-level nodes whose op type is in
@@ -194,17 +200,20 @@ class HeadGraph:
         nodes = self.encoded.node
         for index, op_type in zip(indices, ops):
             nodes[index] += suffixes[op_type]
-        self._output = self.encoded
 
     def library_payloads(self) -> list:
         return list(self.encoded.library)
 
     def chunks(self, library: bytes | None):
         """The output; ``library`` (merged and re-encoded) replaces the library fields if given."""
+        nodes = self.encoded.node
+        for node in self._handed_out:
+            if node.dirty:
+                nodes[node.index] = node.head.SerializeToString()
         if library is not None:
-            del self._output.library[:]
-            self._output.library.append(library)
-        return [self._output.SerializeToString()]
+            del self.encoded.library[:]
+            self.encoded.library.append(library)
+        return [self.encoded.SerializeToString()]
 
 
 def flat_columns(data: bytes):

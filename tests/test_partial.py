@@ -47,6 +47,22 @@ def test_untouched_bytes_kept_and_no_change_is_the_same_file(data):
             assert node.SerializeToString(deterministic=True) in output
 
 
+@pytest.mark.parametrize("rules", [
+    [("op", "Sign=ste")],  # node encodings edited by op type
+    [("node", "layer1*/Sign=ste"), ("op", "Identity=reverse")],  # nodes parsed as NodeHead
+])
+def test_a_second_run_gives_the_same_bytes_with_fields_after_the_attributes(rules):
+    graph_def = chain_graph(300)
+    for node in graph_def.node:  # field 6, written after attr (5) by every serializer
+        node.experimental_debug_info.original_node_names.append(node.name + "/original")
+    data = graph_def.SerializeToString(deterministic=True)
+    first, report = fast(data, options(*rules))
+    again, again_report = fast(first, options(*rules))
+    assert report.changes and not again_report.changes and again == first
+    full, _ = rewrite_model(Model(graph_def, "graphdef", "binary"), options(*rules))
+    assert parse_model_bytes(first)[0] == full.message
+
+
 def test_refusal_and_force_leave_one_entry_per_node(data):
     first, _ = fast(data, options(("op", "Sign=ste")))
     with pytest.raises(Exception, match="already carry a different gradient override"):
