@@ -116,7 +116,8 @@ def test_saved_model_directory_rewrite_loads_in_tensorflow(tmp_path):
 
 
 def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
-    """Every real binary GraphDef: rewrite and summary through graphgrad.wire equal a full parse's."""
+    """Every real binary GraphDef: rewrite and summary through graphgrad.wire equal a
+    full parse's, and a second run gives the same bytes."""
     from graphgrad.io import parse_model_bytes
     from graphgrad.summary import summarize_bodies
     from graphgrad.wire import NotApplicable, graphdef_bodies, rewrite_graphdef_bytes
@@ -138,9 +139,11 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
             chunks, report = rewrite_graphdef_bytes(data, rules)
         except NotApplicable:
             continue
-        fast = parse_model_bytes(b"".join(bytes(c) for c in chunks))[0]
+        output = b"".join(bytes(c) for c in chunks)
         full, full_report = rewrite_model(model, rules)
-        assert fast == full.message, relative
+        assert parse_model_bytes(output)[0] == full.message, relative
         assert report == full_report, relative
+        again, again_report = rewrite_graphdef_bytes(output, rules)
+        assert b"".join(bytes(c) for c in again) == output and not again_report.changes, relative
         used.append(relative)
     assert len(used) > 10, "too few real graphs took the fast path"
