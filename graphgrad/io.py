@@ -284,8 +284,9 @@ def write_chunks(path: str, chunks, source: SourceFile | None = None) -> bool:
     return _atomic_write(path, chunks, source)
 
 
-def _atomic_write(path: str, data, source: SourceFile | None = None) -> bool:
-    """Write ``data`` (bytes, or chunks as for :func:`write_chunks`) through a temporary file."""
+def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bool = False) -> bool:
+    """Write ``data`` (bytes, or chunks as for :func:`write_chunks`) through a
+    temporary file; flushed to disk first if ``durable`` or if it replaces a file."""
     chunks = [data] if isinstance(data, (bytes, bytearray)) else list(data)
     try:
         replacing = os.path.exists(path)
@@ -305,7 +306,7 @@ def _atomic_write(path: str, data, source: SourceFile | None = None) -> bool:
                     source.copy_to(descriptor, *chunk)
                 else:
                     _write_all(descriptor, chunk)
-            if replacing:  # see the module docstring
+            if durable or replacing:  # see the module docstring
                 os.fsync(descriptor)
         finally:
             os.close(descriptor)
@@ -537,14 +538,14 @@ def read_rules_file(path: str) -> dict:
 
 
 def backup_file(path: str, suffix: str) -> str:
-    """Copy ``path`` to ``path + suffix`` (atomically) before it is overwritten."""
+    """Copy ``path`` to ``path + suffix`` (atomically, in the kernel) before it is
+    overwritten; on disk before the original is replaced, so a crash never loses both.
+    For a SavedModel directory, the graph file inside it is what gets replaced."""
+    if os.path.isdir(path):
+        path = _saved_model_file(path)
     target = path + suffix
-    try:
-        with open(path, "rb") as stream:
-            data = stream.read()
-    except OSError as error:
-        raise ModelWriteError(f"cannot back up {path}: {error.strerror or error}") from None
-    _atomic_write(target, data)
+    with SourceFile(path) as source:
+        _atomic_write(target, [(0, source.size)], source, durable=True)
     return target
 
 

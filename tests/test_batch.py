@@ -71,6 +71,16 @@ def test_in_place_with_backup_and_idempotent_second_run(zoo):
     assert os.stat(net).st_mtime == 1, "an unchanged file is not touched"
 
 
+def test_backup_of_a_saved_model_directory_keeps_its_graph_file(zoo):
+    exported = zoo / "team_b" / "exported"
+    original = (exported / "saved_model.pb").read_bytes()
+    run_cli("rewrite", exported, "--op", "Sign=ste", "--in-place", "--backup", ".orig")
+    assert (exported / "saved_model.pb.orig").read_bytes() == original
+    assert overrides(exported) == ["graphgrad/ste(clip=1.0)"]
+    listed = run_cli("ops", "-r", zoo).stdout
+    assert "saved_model.pb.orig" not in listed  # a backup is not taken for a model
+
+
 def test_jobs_give_the_same_results(zoo, tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     first = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--out-dir", one, "--json")

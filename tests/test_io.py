@@ -99,6 +99,10 @@ def test_a_write_that_replaces_a_file_is_flushed_to_disk_first(tmp_path, monkeyp
     write_model(read_model(fixture("saved_model")), str(tmp_path / "saved"))
     write_model(read_model(fixture("saved_model")), str(tmp_path / "saved"), encoding="text")
     assert len(synced) == 3
+    source.write_bytes(open(fixture("binary_net.pb"), "rb").read())
+    run_cli("rewrite", source, "--op", "Sign=ste", "--in-place", "--backup", ".orig")
+    assert len(synced) == 5  # the new backup too: it must be on disk before the original is replaced
+    assert (tmp_path / "in.pb.orig").read_bytes() == open(fixture("binary_net.pb"), "rb").read()
 
 
 def test_unchanged_output_is_not_rewritten(tmp_path):
