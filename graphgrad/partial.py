@@ -178,7 +178,9 @@ class HeadGraph:
         if op_types is None:
             nodes = [HeadNode(head, head.op, index, maybe) for index, head in enumerate(heads)]
         else:
-            nodes = [HeadNode(head, op, index, maybe) for index, head in enumerate(heads) if (op := head.op) in op_types]
+            nodes = [
+                HeadNode(head, op, index, maybe) for index, head in enumerate(heads) if (op := head.op) in op_types
+            ]
         self._handed_out += nodes
         return nodes
 
@@ -190,7 +192,8 @@ class HeadGraph:
         if not len(names) == len(ops) == len(self.encoded.node):
             raise NotApplicable("a node has no name or no op, or two")
         indices = list(compress(range(len(ops)), map(op_types.__contains__, ops)))
-        return indices, [names[index] for index in indices], [ops[index] for index in indices]
+        shared = {op_type: op_type for op_type in op_types}  # one string per op type, not per node
+        return indices, [names[index] for index in indices], [shared[ops[index]] for index in indices]
 
     def add_overrides(self, indices: list, ops: list, values: dict) -> None:
         """Give the top-level nodes at ``indices`` (``ops``: their op types, as from
