@@ -38,6 +38,10 @@ _PLAUSIBLE = re.compile(rb"[^\x00-\x20\x7f]+\Z")
 # graphgrad.partial) than to scan here.
 MIN_AVERAGE_NODE_BYTES = 256
 _SAMPLE = 64
+# Files up to this size are read whole and scanned as bytes: one read costs less
+# than the Python call per byte looked at through a Window (a 0.9 MB frozen graph:
+# 0.9 against 1.4 ms per rewrite).
+WHOLE_READ_LIMIT = 1 << 20
 
 
 class SmallNodes(NotApplicable):
@@ -292,8 +296,11 @@ def rewrite_graphdef_file(source, options: RewriteOptions):
 
     The chunks are as :func:`graphgrad.io.write_chunks` takes them with this
     source: what stays as it was is a range of the input, copied in the kernel,
-    so a frozen model's constants are never read into this process.
+    so a frozen model's constants are never read into this process. A file of
+    up to ``WHOLE_READ_LIMIT`` bytes is read whole instead (its chunks are bytes).
     """
+    if source.size <= WHOLE_READ_LIMIT:
+        return rewrite_graphdef_bytes(source.read(0, source.size), options)
     return _rewrite(Window(source), lambda: source.read(0, source.size), options)
 
 
@@ -343,7 +350,10 @@ def graphdef_bodies(data, functions: bool = True) -> list:
 
 def graphdef_file_bodies(source, functions: bool = True) -> list:
     """:func:`graphdef_bodies` for a file open as a :class:`graphgrad.io.SourceFile`:
-    a frozen model's constants are never read."""
+    a frozen model's constants are never read (unless, as in
+    :func:`rewrite_graphdef_file`, the file is small enough to read whole)."""
+    if source.size <= WHOLE_READ_LIMIT:
+        return graphdef_bodies(source.read(0, source.size), functions)
     return _bodies(Window(source), lambda: source.read(0, source.size), functions)
 
 

@@ -167,22 +167,43 @@ def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
     assert fast_summary == full and [o.value for o in full.overrides] == ["graphgrad/identity"]
 
 
+def test_a_small_file_is_read_once(tmp_path, monkeypatch):
+    from graphgrad import io
+    from graphgrad.wire import WHOLE_READ_LIMIT, rewrite_graphdef_file
+
+    frozen = frozen_graph(layers=8, width=64).SerializeToString(deterministic=True)
+    assert len(frozen) <= WHOLE_READ_LIMIT
+    source_path = tmp_path / "frozen.pb"
+    source_path.write_bytes(frozen)
+    reads = []
+    original_read = io.SourceFile.read
+    monkeypatch.setattr(io.SourceFile, "read", lambda self, start, end: reads.append((start, end)) or
+                        original_read(self, start, end))
+    with io.SourceFile(str(source_path)) as source:
+        chunks, _ = rewrite_graphdef_file(source, options(("op", "Relu=guided_relu")))
+    assert reads == [(0, len(frozen))]
+    assert b"".join(bytes(chunk) for chunk in chunks) == fast(frozen, options(("op", "Relu=guided_relu")))[0]
+
+
 def test_ranges_are_copied_where_the_kernel_cannot(tmp_path, monkeypatch):
     import os
 
+    refused = []
+
     def refuse(*args):
+        refused.append(args)
         raise OSError(18, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "copy_file_range", refuse)
-    frozen = frozen_graph(layers=8, width=64).SerializeToString(deterministic=True)
+    frozen = frozen_graph(layers=8, width=256).SerializeToString(deterministic=True)  # over WHOLE_READ_LIMIT
     source = tmp_path / "frozen.pb"
     source.write_bytes(frozen)
     run_cli("rewrite", source, "--op", "Relu=guided_relu", "--in-place")
-    assert source.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
+    assert refused and source.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
 
 
 def test_in_place_copies_from_the_file_it_replaces(tmp_path):
-    frozen = frozen_graph(layers=8, width=64).SerializeToString(deterministic=True)
+    frozen = frozen_graph(layers=8, width=256).SerializeToString(deterministic=True)
     source = tmp_path / "frozen.pb"
     source.write_bytes(frozen)
     run_cli("rewrite", source, "--op", "Relu=guided_relu", "--in-place", "--backup", ".orig")
