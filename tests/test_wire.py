@@ -95,10 +95,18 @@ def test_mutated_bytes_never_crash(graph, data):
     mutated = bytearray(graph)
     for _ in range(data.draw(st.integers(1, 6))):
         mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
+    from graphgrad.wire import graphdef_bodies
+
+    try:
+        bodies = graphdef_bodies(bytes(mutated))
+    except NotApplicable:
+        pass  # the caller parses the file whole and reports what is wrong
+    else:
+        assert all(len(body.names) == len(body.ops) for body in bodies)
     try:
         output, _ = fast(bytes(mutated), options(("op", "Relu=ste"), ("op", "Sign=ste"), allow_missing=True))
     except NotApplicable:
-        return  # the caller parses the file whole and reports what is wrong
+        return
     assert isinstance(output, bytes)
 
 
