@@ -297,7 +297,7 @@ def rewrite_graphdef_file(source, options: RewriteOptions):
     The chunks are as :func:`graphgrad.io.write_chunks` takes them with this
     source: what stays as it was is a range of the input, copied in the kernel,
     so a frozen model's constants are never read into this process. A file of
-    up to ``WHOLE_READ_LIMIT`` bytes is read whole instead (its chunks are bytes).
+    up to ``WHOLE_READ_LIMIT`` bytes is read whole instead (its chunks are in memory).
     """
     if source.size <= WHOLE_READ_LIMIT:
         return rewrite_graphdef_bytes(source.read(0, source.size), options)
