@@ -44,7 +44,8 @@ class RewriteReport:
 
     ``changes`` and ``unchanged`` are lists of :class:`NodeChange`. A report may
     hold them as columns instead (:meth:`from_columns`, and reports that cross
-    processes): rows are built when first read, and counts never need them.
+    processes, whose columns stay packed until read): rows are built when first
+    read, and counts never need them.
     """
 
     changes: list = field(default_factory=list)
@@ -61,11 +62,15 @@ class RewriteReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.__dict__["changes"] if "changes" in self.__dict__ else self._columns["changes"])
+        if "changes" not in self.__dict__ and "_counts" in self.__dict__:
+            return bool(self._counts)
+        return bool(self.__dict__["changes"] if "changes" in self.__dict__ else self._columns_of("changes"))
 
     @property
     def by_op_type(self) -> dict[str, int]:
         """Changed nodes per op type."""
+        if "changes" not in self.__dict__ and "_counts" in self.__dict__:
+            return dict(self._counts)  # counted where the report was made
         return dict(sorted(Counter(self._column(2)).items()))
 
     def groups(self, examples: int = 3) -> list:
@@ -88,28 +93,34 @@ class RewriteReport:
         """One column of ``changes`` (see :meth:`from_columns`), without building rows."""
         if "changes" in self.__dict__:
             return [row[index] for row in map(_FIELDS, self.__dict__["changes"])]
-        columns = self._columns["changes"]
+        columns = self._columns_of("changes")
         return columns[index] if columns else ()
 
-    # Reports travel back from worker processes (-j) as packed columns: they pickle
-    # far faster than one object per node, and a batch's table reads counts alone
-    # (the parent shares two cores with the workers).
+    def _columns_of(self, name: str) -> tuple:
+        """The columns of ``changes`` or ``unchanged``, unpacked on first use."""
+        if name not in self._columns:
+            self._columns[name] = tuple(map(_unpack, self._packed[name]))
+        return self._columns[name]
+
+    # Reports travel back from worker processes (-j) as packed columns and their
+    # counts: they pickle far faster than one object per node, and a batch's table
+    # reads the counts alone (the parent shares two cores with the workers).
     def __getstate__(self):
-        state = {"notes": self.notes}
+        state = {"notes": self.notes, "counts": self.by_op_type}
         for name in ("changes", "unchanged"):
-            columns = _columns(self.__dict__[name]) if name in self.__dict__ else self._columns[name]
+            columns = _columns(self.__dict__[name]) if name in self.__dict__ else self._columns_of(name)
             state[name] = tuple(map(_pack, columns))
         return state
 
     def __setstate__(self, state):
-        self.notes = state["notes"]
-        self._columns = {name: tuple(map(_unpack, state[name])) for name in ("changes", "unchanged")}
+        self.notes, self._counts = state["notes"], state["counts"]
+        self._columns, self._packed = {}, {name: state[name] for name in ("changes", "unchanged")}
 
     def __getattr__(self, name):  # only for what is not set: rows still held as columns
-        columns = self.__dict__.get("_columns")
-        if columns is None or name not in ("changes", "unchanged"):
+        if name not in ("changes", "unchanged") or "_columns" not in self.__dict__:
             raise AttributeError(name)
-        rows = list(map(NodeChange, *columns[name])) if columns[name] else []
+        columns = self._columns_of(name)
+        rows = list(map(NodeChange, *columns)) if columns else []
         setattr(self, name, rows)
         return rows
 

@@ -182,6 +182,7 @@ def test_reports_survive_the_trip_from_a_worker():
     )
     again = pickle.loads(pickle.dumps(report))
     assert again.changed and again.by_op_type == {"Round": 1, "Sign": 1} and "changes" not in vars(again)
+    assert not vars(again)["_columns"], "counts are read without unpacking a column"
     assert again.groups() == report.groups() == [
         ("Sign", "graphgrad/ste(clip=1.0)", 1, 0, ["a/Sign"]), ("Round", "graphgrad/identity", 1, 1, ["b"]),
     ]
