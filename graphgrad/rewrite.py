@@ -62,9 +62,9 @@ class RewriteReport:
 
     @property
     def changed(self) -> bool:
-        if "changes" not in self.__dict__ and "_counts" in self.__dict__:
-            return bool(self._counts)
-        return bool(self.__dict__["changes"] if "changes" in self.__dict__ else self._columns_of("changes"))
+        if "changes" in self.__dict__:
+            return bool(self.__dict__["changes"])
+        return bool(self._counts) if "_counts" in self.__dict__ else bool(self._columns_of("changes"))
 
     @property
     def by_op_type(self) -> dict[str, int]:
