@@ -10,7 +10,19 @@ from hypothesis import strategies as st
 
 from graphgrad import iter_nodes, read_model, rewrite_model
 from graphgrad.model import Model
-from graphgrad.wire import NotApplicable, ScannedGraph
+from graphgrad.wire import NotApplicable, ScannedGraph, graphdef_bodies
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """(start, end) of every read of a model file, as they happen."""
+    from graphgrad import io
+
+    recorded = []
+    original_read = io.SourceFile.read
+    monkeypatch.setattr(io.SourceFile, "read", lambda self, start, end: recorded.append((start, end)) or
+                        original_read(self, start, end))
+    return recorded
 
 
 @pytest.fixture
@@ -95,8 +107,6 @@ def test_mutated_bytes_never_crash(graph, data):
     mutated = bytearray(graph)
     for _ in range(data.draw(st.integers(1, 6))):
         mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
-    from graphgrad.wire import graphdef_bodies
-
     try:
         bodies = graphdef_bodies(bytes(mutated))
     except NotApplicable:
@@ -119,26 +129,21 @@ def test_function_edits_survive_a_rule_that_misses(frozen):
     assert functions[0].node_def[0].attr["_gradient_op_type"].s == b"graphgrad/ste(clip=1.0)"
 
 
-def test_constants_are_copied_in_the_kernel_never_read(tmp_path, monkeypatch):
+def test_constants_are_copied_in_the_kernel_never_read(tmp_path, reads):
     from graphgrad import io
     from graphgrad.wire import rewrite_graphdef_file
 
     frozen = frozen_graph(layers=8, width=256).SerializeToString(deterministic=True)
     source_path, out = tmp_path / "frozen.pb", tmp_path / "out.pb"
     source_path.write_bytes(frozen)
-    read = []
-    original_read = io.SourceFile.read
-    monkeypatch.setattr(io.SourceFile, "read", lambda self, start, end: read.append(end - start) or
-                        original_read(self, start, end))
     with io.SourceFile(str(source_path)) as source:
         chunks, report = rewrite_graphdef_file(source, options(("op", "Relu=guided_relu")))
         assert io.write_chunks(str(out), chunks, source)
-    assert sum(read) < len(frozen) / 20, "the scan read the constants"
+    assert sum(end - start for start, end in reads) < len(frozen) / 20, "the scan read the constants"
     assert out.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
 
 
-def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees(tmp_path, monkeypatch):
-    from graphgrad import io
+def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees(tmp_path, reads):
     from graphgrad.api import summarize_file
     from graphgrad.summary import summarize
 
@@ -150,12 +155,8 @@ def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees
     data = graph_def.SerializeToString(deterministic=True)
     path = tmp_path / "frozen.pb"
     path.write_bytes(data)
-    read = []
-    original_read = io.SourceFile.read
-    monkeypatch.setattr(io.SourceFile, "read", lambda self, start, end: read.append(end - start) or
-                        original_read(self, start, end))
     summary = summarize_file(str(path))
-    assert sum(read) < len(data) / 20, "the summary read the constants"
+    assert sum(end - start for start, end in reads) < len(data) / 20, "the summary read the constants"
     assert summary == summarize(Model(graph_def, "graphdef", "binary", str(path)))
     assert [o.status for o in summary.problems] == ["dangling"] and len(summary.graph_problems) == 3
 
@@ -163,7 +164,7 @@ def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees
 def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
     from graphgrad.partial import _attr_field
     from graphgrad.summary import summarize, summarize_bodies
-    from graphgrad.wire import _encode_varint, graphdef_bodies
+    from graphgrad.wire import _encode_varint
 
     graph_def = frozen_graph(layers=2, width=256, with_function=False)
     graph_def.node[3].attr["_gradient_op_type"].s = b"first"
@@ -175,7 +176,7 @@ def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
     assert fast_summary == full and [o.value for o in full.overrides] == ["graphgrad/identity"]
 
 
-def test_a_small_file_is_read_once(tmp_path, monkeypatch):
+def test_a_small_file_is_read_once(tmp_path, reads):
     from graphgrad import io
     from graphgrad.wire import WHOLE_READ_LIMIT, rewrite_graphdef_file
 
@@ -183,10 +184,6 @@ def test_a_small_file_is_read_once(tmp_path, monkeypatch):
     assert len(frozen) <= WHOLE_READ_LIMIT
     source_path = tmp_path / "frozen.pb"
     source_path.write_bytes(frozen)
-    reads = []
-    original_read = io.SourceFile.read
-    monkeypatch.setattr(io.SourceFile, "read", lambda self, start, end: reads.append((start, end)) or
-                        original_read(self, start, end))
     with io.SourceFile(str(source_path)) as source:
         chunks, _ = rewrite_graphdef_file(source, options(("op", "Relu=guided_relu")))
     assert reads == [(0, len(frozen))]
