@@ -416,9 +416,8 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
                 shutil.copy2(source, os.path.join(staging, member))
         with open(os.path.join(staging, filename), "wb") as stream:
             stream.write(data)
-            if os.path.exists(out_dir):  # see the module docstring
-                stream.flush()
-                os.fsync(stream.fileno())
+        if os.path.exists(out_dir):  # see the module docstring
+            _flush_tree(staging)
         os.chmod(staging, 0o777 & ~_umask())
         if os.path.exists(out_dir):
             backup = staging + ".old"
@@ -434,6 +433,17 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
     finally:
         if staging:
             _remove(staging)
+
+
+def _flush_tree(directory: str) -> None:
+    """fsync every file under ``directory``."""
+    for root, _, files in os.walk(directory):
+        for name in files:
+            descriptor = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
 
 
 def _umask() -> int:
