@@ -23,7 +23,7 @@ from .io import (
 )
 from .model import BINARY, GRAPHDEF
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
-from .wire import NotApplicable, graphdef_file_bodies, rewrite_graphdef_file
+from .wire import NotApplicable, graphdef_file_bodies, remove_overrides_file, rewrite_graphdef_file
 
 
 @dataclass(frozen=True)
@@ -113,22 +113,31 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
     A binary GraphDef takes the fast path of :mod:`graphgrad.wire`: only what
     rules look at is decoded; other bytes are copied as they were.
     """
-    if kind in (None, GRAPHDEF) and output.encoding in (None, BINARY) and not options.embed and os.path.isfile(path):
+    if options.embed:
+        from .surgery import embed_rules
+
+        return _change_file(path, output, kind, lambda model: embed_rules(model, options, inplace=True))
+    return _change_graphdef_file(
+        path, output, kind, lambda source: rewrite_graphdef_file(source, options),
+        lambda model: rewrite_model(model, options, inplace=True),
+    )
+
+
+def _change_graphdef_file(path: str, output: OutputOptions, kind: str | None, fast, operation) -> FileResult:
+    """``fast(source) -> (chunks, report)`` on a binary GraphDef file (see
+    :mod:`graphgrad.wire`); ``operation`` on the full parse of anything else, or
+    where ``fast`` raises :class:`NotApplicable`."""
+    if kind in (None, GRAPHDEF) and output.encoding in (None, BINARY) and os.path.isfile(path):
         target = _target(path, output)
         with SourceFile(path) as source:
             try:
-                chunks, report = rewrite_graphdef_file(source, options)
+                chunks, report = fast(source)
             except NotApplicable:
                 data = source.read(0, source.size)
             else:
                 return _finish(path, target, output, report, True, lambda out: write_chunks(out, chunks, source))
-        operation = lambda model: rewrite_model(model, options, inplace=True)  # noqa: E731
         return _change_file(path, output, kind, operation, data)
-    if options.embed:
-        from .surgery import embed_rules as operation
-    else:
-        operation = rewrite_model
-    return _change_file(path, output, kind, lambda model: operation(model, options, inplace=True))
+    return _change_file(path, output, kind, operation)
 
 
 def rewrite_files(paths, options: RewriteOptions, output: OutputOptions, kind: str | None = None,
@@ -163,13 +172,20 @@ def reset_files(paths, options, output: OutputOptions, kind: str | None = None,
 
 
 def _reset_item(options, output, kind, item: Item) -> FileResult:
-    from .surgery import reset_model
+    return _guarded(item, lambda: reset_file(item.path, options, with_output(output, item), kind))
 
-    def reset():
-        operation = lambda model: reset_model(model, options, inplace=True)  # noqa: E731
-        return _change_file(item.path, with_output(output, item), kind, operation)
 
-    return _guarded(item, reset)
+def reset_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
+    """Remove overrides and graphgrad's nodes from one model file (``options``:
+    surgery.ResetOptions). A binary GraphDef without graphgrad's nodes takes the
+    fast path of :mod:`graphgrad.wire`: its constants are never read."""
+    from .surgery import RESET_MARKERS, ResetReport, reset_model, reset_selects
+
+    def fast(source):
+        chunks, changes = remove_overrides_file(source, reset_selects(options), options.functions, RESET_MARKERS)
+        return chunks, ResetReport(overrides=changes)
+
+    return _change_graphdef_file(path, output, kind, fast, lambda model: reset_model(model, options, inplace=True))
 
 
 def diff_files(a: str, b: str, kind: str | None = None):

@@ -184,6 +184,22 @@ class HeadGraph:
         self._handed_out += nodes
         return nodes
 
+    def may_have_attrs(self, keys) -> bool:
+        """Whether a top-level node may have an attribute named by one of ``keys``
+        (bytes): a byte search, so True can also mean the name occurs elsewhere."""
+        return any(key in self.data for key in keys)
+
+    def overriding(self) -> list:
+        """The top-level nodes that carry an override (only the nodes whose bytes
+        hold the attribute's name are parsed)."""
+        if not self.has_overrides:
+            return []
+        heads = self._heads.node
+        hits = [index for index, encoded in enumerate(self.encoded.node) if ATTR_BYTES in encoded]
+        nodes = [HeadNode(heads[index], heads[index].op, index, True) for index in hits]
+        self._handed_out += nodes
+        return [node for node in nodes if node.override is not None]
+
     def select(self, op_types) -> tuple[list, list, list]:
         """``(indices, names, op types)`` of the top-level nodes whose op type is in
         ``op_types``, without an object per node: the op types come from one flat parse."""
@@ -233,15 +249,8 @@ def flat_columns(data: bytes):
 
 
 def top_level_overrides(data: bytes) -> list:
-    """``(name, op, value)`` of each top-level node that has a ``_gradient_op_type``.
-
-    Parsed as ``GraphNodes``, each node is its bytes, searched in C; only the nodes
-    that hold the name somewhere are then read as ``GraphHeads``.
-    """
-    hits = [index for index, encoded in enumerate(parse("GraphNodes", data).node) if ATTR_BYTES in encoded]
-    heads = parse("GraphHeads", data).node
-    found = [(heads[index], _head_override(heads[index])) for index in hits]
-    return [(head.name, head.op, value) for head, value in found if value is not None]
+    """``(name, op, value)`` of each top-level node that has a ``_gradient_op_type``."""
+    return [(node.name, node.op_type, node.override) for node in HeadGraph(data).overriding()]
 
 
 def node_inputs(data: bytes):

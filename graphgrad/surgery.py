@@ -170,6 +170,18 @@ class ResetOptions:
     functions: bool = True
 
 
+# The attributes that mark graphgrad's inserted and embedded nodes, which reset undoes.
+RESET_MARKERS = (SOURCE, GROUP)
+
+
+def reset_selects(options: ResetOptions):
+    """``selects(name, op type)``: whether ``options`` reset that node (a function
+    body's node is named ``function/node``)."""
+    if not options.op_types and not options.globs:
+        return lambda name, op_type: True
+    return lambda name, op_type: op_type in options.op_types or any(fnmatchcase(name, g) for g in options.globs)
+
+
 @dataclass
 class ResetReport:
     overrides: list = field(default_factory=list)  # NodeChange, new None
@@ -186,11 +198,10 @@ def reset_model(model: Model, options: ResetOptions, inplace: bool = False):
     Returns ``(model, ResetReport)``; ``reset`` after ``rewrite``/``insert``/``--embed``
     on a graph that had no overrides gives back the original message.
     """
+    selects = reset_selects(options)
+
     def selected(scope, node) -> bool:
-        if not options.op_types and not options.globs:
-            return True
-        name = scope.prefix + node.name
-        return node.op in options.op_types or any(fnmatchcase(name, g) for g in options.globs)
+        return selects(scope.prefix + node.name, node.op)
 
     result = model if inplace else model.copy()
     report = ResetReport()

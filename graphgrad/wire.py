@@ -20,13 +20,14 @@ Trade-off: a corrupted constant that no rule selects is copied as it is (as
 
 import re
 from collections import Counter
+from functools import cached_property
 
 from google.protobuf.message import DecodeError
 
 from .model import iter_graph_nodes, override_of, set_override
 from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
 from .protos import AttrValue, GraphDef, NodeDef
-from .rewrite import RewriteOptions, RewriteReport, apply_rules
+from .rewrite import NodeChange, RewriteOptions, RewriteReport, apply_rules
 from .select import choose_by_op_type, op_types_needed
 from .spec import ATTR
 
@@ -220,6 +221,18 @@ class ScannedGraph:
         """The top-level nodes (of ``op_types`` only, if given)."""
         return [node for node in self.nodes if op_types is None or node.op_type in op_types]
 
+    def may_have_attrs(self, keys) -> bool:
+        """Whether a top-level node has an attribute named by one of ``keys`` (bytes)."""
+        return any(key in attrs for attrs in self._attrs for key in keys)
+
+    def overriding(self) -> list:
+        """The top-level nodes that carry an override, found from their field headers."""
+        return [node for node, attrs in zip(self.nodes, self._attrs) if ATTR_BYTES in attrs]
+
+    @cached_property
+    def _attrs(self) -> list:
+        return [_node_headers(self.data, *node._span)[1] for node in self.nodes]
+
     def library_payloads(self) -> list:
         return [self.data[payload:end] for number, _, payload, end in self.fields if number == LIBRARY_FIELD]
 
@@ -381,19 +394,20 @@ def _scanned_columns(graph: ScannedGraph):
     headers: attribute values (the constants) are skipped."""
     inputs_of, overrides = [], []
     for node in graph.nodes:
-        inputs, override = _inputs_and_override(graph.data, *node._span)
+        inputs, attrs = _node_headers(graph.data, *node._span)
         inputs_of.append(inputs)
-        if override is not None:
-            overrides.append((node.name, node.op_type, override))
+        if ATTR_BYTES in attrs:
+            overrides.append((node.name, node.op_type, _override_at(graph.data, attrs[ATTR_BYTES])))
     names = [node.name for node in graph.nodes]
     flat_inputs = [name for inputs in inputs_of for name in inputs]
     return names, [node.op_type for node in graph.nodes], flat_inputs, overrides, lambda: zip(names, inputs_of)
 
 
-def _inputs_and_override(data, start: int, end: int) -> tuple[list, str | None]:
-    """A NodeDef's inputs (field 3) and its ``_gradient_op_type`` (None if absent),
-    the last attribute entry (field 5) of that key winning, as when a map is parsed."""
-    inputs, override = [], None
+def _node_headers(data, start: int, end: int) -> tuple[list, dict]:
+    """A NodeDef's inputs (field 3), and its attribute keys (field 5), each with the
+    span of its value (None if it has none), the last entry of a key winning, as
+    when a map is parsed. Values are not read."""
+    inputs, attrs = [], {}
     for number, wire_type, _, payload, stop in _fields(data, start, end):
         if wire_type != 2:
             continue
@@ -403,16 +417,62 @@ def _inputs_and_override(data, start: int, end: int) -> tuple[list, str | None]:
             except UnicodeDecodeError:
                 raise NotApplicable("an input is not UTF-8") from None
         elif number == 5:
-            key = value = b""
+            key, value = b"", None
             for entry_number, entry_type, _, entry_payload, entry_stop in _fields(data, payload, stop):
                 if entry_type == 2 and entry_number == 1:
                     key = bytes(data[entry_payload:entry_stop])
                 elif entry_type == 2 and entry_number == 2:
-                    value = (entry_payload, entry_stop)  # read only if the key is ours
-            if key == ATTR_BYTES:
-                encoded = bytes(data[value[0]:value[1]]) if value else b""
-                try:
-                    override = AttrValue.FromString(encoded).s.decode("utf-8", "replace")
-                except DecodeError:
-                    raise NotApplicable(f"the {ATTR} of a node does not parse") from None
-    return inputs, override
+                    value = (entry_payload, entry_stop)
+            attrs[key] = value
+    return inputs, attrs
+
+
+def _override_at(data, span) -> str:
+    """The ``_gradient_op_type`` whose AttrValue is at ``span`` (None: an empty value)."""
+    try:
+        return AttrValue.FromString(bytes(data[span[0]:span[1]]) if span else b"").s.decode("utf-8", "replace")
+    except DecodeError:
+        raise NotApplicable(f"the {ATTR} of a node does not parse") from None
+
+
+def remove_overrides_bytes(data, selects, functions: bool, markers=()):
+    """Remove the override of every node ``selects(name, op type)`` picks from a
+    binary GraphDef given as bytes (function bodies too, if ``functions``).
+
+    Returns ``(chunks, changes)`` as :func:`rewrite_graphdef_bytes` does, with a
+    :class:`graphgrad.rewrite.NodeChange` per removed override. Raises
+    :class:`NotApplicable` also when a node carries one of the attributes
+    ``markers`` (graphgrad's inserted nodes, which only a full parse undoes).
+    """
+    view = memoryview(data)
+    chunks, changes = _remove_overrides(data, lambda: data, selects, functions, markers)
+    return [view[chunk[0]:chunk[1]] if isinstance(chunk, tuple) else chunk for chunk in chunks], changes
+
+
+def remove_overrides_file(source, selects, functions: bool, markers=()):
+    """:func:`remove_overrides_bytes` for a :class:`graphgrad.io.SourceFile`, its
+    chunks as :func:`rewrite_graphdef_file` gives them: constants are never read."""
+    if source.size <= WHOLE_READ_LIMIT:
+        return remove_overrides_bytes(source.read(0, source.size), selects, functions, markers)
+    return _remove_overrides(Window(source), lambda: source.read(0, source.size), selects, functions, markers)
+
+
+def _remove_overrides(data, whole, selects, functions: bool, markers):
+    try:
+        graph = ScannedGraph(data)
+    except SmallNodes:
+        graph = HeadGraph(whole())
+    marker_keys = [marker.encode() for marker in markers]
+    library = Library(graph.library_payloads())
+    function_nodes = library.function_nodes() if functions else []
+    if graph.may_have_attrs(marker_keys) or any(
+        marker in ref.node.attr for ref in function_nodes for marker in markers
+    ):
+        raise NotApplicable("graphgrad's inserted nodes are undone on a full parse")
+    changes = []
+    for ref in graph.overriding() + function_nodes:
+        old = ref.override
+        if old is not None and selects(ref.name, ref.op_type):
+            ref.set_override(None)
+            changes.append(NodeChange(ref.graph, ref.name, ref.op_type, old, None))
+    return graph.chunks(library.changed_bytes()), changes

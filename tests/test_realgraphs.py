@@ -116,11 +116,12 @@ def test_saved_model_directory_rewrite_loads_in_tensorflow(tmp_path):
 
 
 def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
-    """Every real binary GraphDef: rewrite and summary through graphgrad.wire equal a
-    full parse's, and a second run gives the same bytes."""
+    """Every real binary GraphDef: rewrite, summary and reset through graphgrad.wire
+    equal a full parse's, and a second rewrite gives the same bytes."""
     from graphgrad.io import parse_model_bytes
     from graphgrad.summary import summarize_bodies
-    from graphgrad.wire import NotApplicable, graphdef_bodies, rewrite_graphdef_bytes
+    from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
+    from graphgrad.wire import NotApplicable, graphdef_bodies, remove_overrides_bytes, rewrite_graphdef_bytes
 
     used = []
     for relative in graph_files():
@@ -145,5 +146,9 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
         assert report == full_report, relative
         again, again_report = rewrite_graphdef_bytes(output, rules)
         assert b"".join(bytes(c) for c in again) == output and not again_report.changes, relative
+        restored, removed = remove_overrides_bytes(output, reset_selects(ResetOptions()), True, RESET_MARKERS)
+        full_restored, full_reset = reset_model(full, ResetOptions())
+        assert parse_model_bytes(b"".join(bytes(c) for c in restored))[0] == full_restored.message, relative
+        assert removed == full_reset.overrides, relative
         used.append(relative)
     assert len(used) > 10, "too few real graphs took the fast path"

@@ -190,6 +190,54 @@ def test_a_small_file_is_read_once(tmp_path, reads):
     assert b"".join(bytes(chunk) for chunk in chunks) == fast(frozen, options(("op", "Relu=guided_relu")))[0]
 
 
+@pytest.mark.parametrize("reset", [
+    {}, {"op_types": ("Relu", "Identity")}, {"globs": ("dense1/*", "binarize/*", "layer1*")}, {"functions": False},
+])
+@pytest.mark.parametrize("graph", [
+    lambda: frozen_graph(layers=8, width=256),  # scanned here
+    many_nodes,  # parsed with graphgrad.partial's cut-down schema
+])
+def test_reset_without_inserted_nodes_equals_the_full_one(graph, reset):
+    from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
+    from graphgrad.wire import remove_overrides_bytes
+
+    rewritten, _ = fast(graph().SerializeToString(deterministic=True),
+                        options(("op", "Relu=guided_relu"), ("op", "Sign=ste"), ("op", "Identity=identity"),
+                                allow_missing=True))
+    reset_options = ResetOptions(**reset)
+    chunks, changes = remove_overrides_bytes(
+        rewritten, reset_selects(reset_options), reset_options.functions, RESET_MARKERS)
+    full, report = reset_model(Model(read_model_bytes(rewritten), "graphdef", "binary"), reset_options)
+    assert read_model_bytes(b"".join(bytes(chunk) for chunk in chunks)) == full.message
+    assert changes == report.overrides and changes
+
+
+def test_reset_of_a_frozen_model_reads_no_constant(tmp_path, reads):
+    frozen = frozen_graph(layers=8, width=256)
+    source = tmp_path / "frozen.pb"
+    source.write_bytes(frozen.SerializeToString(deterministic=True))
+    run_cli("rewrite", source, "--op", "Relu=guided_relu", "--op", "Sign=ste", "--in-place")
+    reads.clear()
+    result = run_cli("reset", source, "--in-place")
+    assert sum(end - start for start, end in reads) < source.stat().st_size / 20, "the reset read the constants"
+    assert "removed override 'graphgrad/guided_relu' from dense0/Relu" in result.stdout
+    assert read_model(str(source)).message == frozen
+
+
+def test_reset_undoes_inserted_nodes_on_the_full_parse(tmp_path):
+    from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_selects
+    from graphgrad.wire import remove_overrides_bytes
+
+    frozen = frozen_graph(layers=8, width=256)
+    source, inserted, restored = tmp_path / "frozen.pb", tmp_path / "inserted.pb", tmp_path / "restored.pb"
+    source.write_bytes(frozen.SerializeToString(deterministic=True))
+    run_cli("insert", source, "--at", "dense3/Relu:0", "--grad", "ste", "-o", inserted)
+    with pytest.raises(NotApplicable, match="inserted nodes"):
+        remove_overrides_bytes(inserted.read_bytes(), reset_selects(ResetOptions()), True, RESET_MARKERS)
+    run_cli("reset", inserted, "-o", restored)
+    assert read_model(str(restored)).message == frozen
+
+
 def test_ranges_are_copied_where_the_kernel_cannot(tmp_path, monkeypatch):
     import os
 
