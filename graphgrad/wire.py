@@ -10,7 +10,8 @@ rule reaches into it) are parsed with protobuf, changed and re-encoded; every
 other byte is copied as it was. The output is a valid GraphDef equal in meaning
 to what a full parse would give, and the same input and rules give the same bytes.
 ``graphgrad ops`` reads each node's field headers the same way: its inputs and
-its override, never its attribute values.
+its override, never its attribute values; ``graphgrad reset`` finds there the
+overrides it removes.
 
 Graphs of many small nodes are cheaper to parse in C than to scan here: they go
 to :mod:`graphgrad.partial`, which parses them with cut-down schemas.
