@@ -300,9 +300,8 @@ def rewrite_graphdef_bytes(data, options: RewriteOptions):
     Raises :class:`NotApplicable` when the bytes are not a binary GraphDef this
     path suits (the caller then parses them whole).
     """
-    view = memoryview(data)
     chunks, report = _rewrite(data, lambda: data, options)
-    return [view[chunk[0]:chunk[1]] if isinstance(chunk, tuple) else chunk for chunk in chunks], report
+    return _in_memory(data, chunks), report
 
 
 def rewrite_graphdef_file(source, options: RewriteOptions):
@@ -310,21 +309,40 @@ def rewrite_graphdef_file(source, options: RewriteOptions):
 
     The chunks are as :func:`graphgrad.io.write_chunks` takes them with this
     source: what stays as it was is a range of the input, copied in the kernel,
-    so a frozen model's constants are never read into this process. A file of
-    up to ``WHOLE_READ_LIMIT`` bytes is read whole instead (its chunks are in memory).
+    so a frozen model's constants are never read into this process.
     """
+    return _rewrite(*_scan_view(source), options)
+
+
+def _scan_view(source) -> tuple:
+    """``(data, whole)`` to scan a :class:`graphgrad.io.SourceFile` by: a
+    :class:`Window`, or the bytes of a file of up to ``WHOLE_READ_LIMIT``; and a
+    function that gives all its bytes."""
     if source.size <= WHOLE_READ_LIMIT:
-        return rewrite_graphdef_bytes(source.read(0, source.size), options)
-    return _rewrite(Window(source), lambda: source.read(0, source.size), options)
+        data = source.read(0, source.size)
+        return data, lambda: data
+    return Window(source), lambda: source.read(0, source.size)
+
+
+def _in_memory(data, chunks) -> list:
+    """Chunks with their ranges of ``data`` as memoryviews."""
+    view = memoryview(data)
+    return [view[chunk[0]:chunk[1]] if isinstance(chunk, tuple) else chunk for chunk in chunks]
+
+
+def _open_graph(data, whole):
+    """A :class:`ScannedGraph` of ``data``, or a :class:`HeadGraph` of ``whole()``
+    when its nodes are small."""
+    try:
+        return ScannedGraph(data)
+    except SmallNodes:
+        return HeadGraph(whole())
 
 
 def _rewrite(data, whole, options: RewriteOptions):
     if options.embed:
         raise NotApplicable("--embed edits the graph structure")
-    try:
-        graph = ScannedGraph(data)
-    except SmallNodes:
-        graph = HeadGraph(whole())
+    graph = _open_graph(data, whole)
     library = Library(graph.library_payloads())
     op_types = op_types_needed(options.rules, options.match, options.exclude)
     functions = library.function_nodes(op_types) if options.functions else []
@@ -364,11 +382,8 @@ def graphdef_bodies(data, functions: bool = True) -> list:
 
 def graphdef_file_bodies(source, functions: bool = True) -> list:
     """:func:`graphdef_bodies` for a file open as a :class:`graphgrad.io.SourceFile`:
-    a frozen model's constants are never read (unless, as in
-    :func:`rewrite_graphdef_file`, the file is small enough to read whole)."""
-    if source.size <= WHOLE_READ_LIMIT:
-        return graphdef_bodies(source.read(0, source.size), functions)
-    return _bodies(Window(source), lambda: source.read(0, source.size), functions)
+    a frozen model's constants are never read."""
+    return _bodies(*_scan_view(source), functions)
 
 
 def _bodies(data, whole, functions: bool) -> list:
@@ -445,24 +460,18 @@ def remove_overrides_bytes(data, selects, functions: bool, markers=()):
     :class:`NotApplicable` also when a node carries one of the attributes
     ``markers`` (graphgrad's inserted nodes, which only a full parse undoes).
     """
-    view = memoryview(data)
     chunks, changes = _remove_overrides(data, lambda: data, selects, functions, markers)
-    return [view[chunk[0]:chunk[1]] if isinstance(chunk, tuple) else chunk for chunk in chunks], changes
+    return _in_memory(data, chunks), changes
 
 
 def remove_overrides_file(source, selects, functions: bool, markers=()):
     """:func:`remove_overrides_bytes` for a :class:`graphgrad.io.SourceFile`, its
     chunks as :func:`rewrite_graphdef_file` gives them: constants are never read."""
-    if source.size <= WHOLE_READ_LIMIT:
-        return remove_overrides_bytes(source.read(0, source.size), selects, functions, markers)
-    return _remove_overrides(Window(source), lambda: source.read(0, source.size), selects, functions, markers)
+    return _remove_overrides(*_scan_view(source), selects, functions, markers)
 
 
 def _remove_overrides(data, whole, selects, functions: bool, markers):
-    try:
-        graph = ScannedGraph(data)
-    except SmallNodes:
-        graph = HeadGraph(whole())
+    graph = _open_graph(data, whole)
     marker_keys = [marker.encode() for marker in markers]
     library = Library(graph.library_payloads())
     function_nodes = library.function_nodes() if functions else []
