@@ -393,7 +393,8 @@ def _remove(path: str) -> None:
 
 
 def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: str) -> None:
-    if os.path.exists(out_dir) and not (
+    replacing = os.path.exists(out_dir)
+    if replacing and not (
         os.path.isdir(out_dir)
         and (not os.listdir(out_dir) or any(
             os.path.isfile(os.path.join(out_dir, f)) for f in SAVED_MODEL_FILES.values()
@@ -416,10 +417,10 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
                 shutil.copy2(source, os.path.join(staging, member))
         with open(os.path.join(staging, filename), "wb") as stream:
             stream.write(data)
-        if os.path.exists(out_dir):  # see the module docstring
+        if replacing:  # see the module docstring
             _flush_tree(staging)
         os.chmod(staging, 0o777 & ~_umask())
-        if os.path.exists(out_dir):
+        if replacing:
             backup = staging + ".old"
             os.rename(out_dir, backup)
         os.rename(staging, out_dir)
