@@ -174,9 +174,9 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
     """
     nodes = list(nodes)
     rules = list(rules)
-    if op_types_needed(rules, match, exclude) is not None:
+    op_types = op_types_needed(rules, match, exclude)
+    if op_types is not None:
         # Plain --op rules: one dict lookup per node (graphs have 100k nodes).
-        op_types = {rule.pattern for rule in rules}
         hits = [node for node in nodes if node.op_type in op_types]
         chosen, notes = choose_by_op_type(
             Counter(node.op_type for node in hits), rules, allow_missing, all_nodes or (lambda: nodes),
