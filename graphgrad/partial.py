@@ -19,8 +19,8 @@ schemas that declare only that:
   then the rest.
 - ``GraphFlat``, for summaries: ``node`` declared as one singular message whose
   fields are all repeated. Protobuf merges repeated occurrences of a singular
-  message field, so the parse concatenates every node's name, op, inputs and
-  attribute keys into four flat lists, without one Python object per node.
+  message field, so the parse concatenates every node's name, op and inputs
+  into three flat lists, without one Python object per node.
   (A node with neither name nor op, which TensorFlow refuses anyway, would go
   uncounted; a node with one of the two makes the lists disagree, and
   :class:`NotApplicable` sends the caller to a full parse.) ``GraphOps`` is the
@@ -53,11 +53,7 @@ _SCHEMA = [
         ("device", 4, False, "string"), ("attr", 5, True, "bytes"),
     ]),
     ("GraphHeads", [("node", 1, True, "NodeHead"), ("library", 2, True, "bytes")]),
-    ("AttrKeys", [("key", 1, True, "string")]),
-    ("FlatNodes", [
-        ("name", 1, True, "string"), ("op", 2, True, "string"), ("input", 3, True, "string"),
-        ("attr", 5, False, "AttrKeys"),
-    ]),
+    ("FlatNodes", [("name", 1, True, "string"), ("op", 2, True, "string"), ("input", 3, True, "string")]),
     ("GraphFlat", [("node", 1, False, "FlatNodes"), ("library", 2, True, "bytes")]),
     ("NamesAndOps", [("name", 1, True, "string"), ("op", 2, True, "string")]),
     ("GraphOps", [("node", 1, False, "NamesAndOps")]),
@@ -243,7 +239,10 @@ def flat_columns(data: bytes):
     nodes = flat.node
     if len(nodes.name) != len(nodes.op):
         raise NotApplicable("a node has no name or no op")
-    overrides = top_level_overrides(data) if ATTR in nodes.attr.key else []
+    # A byte search (in C) instead of parsing every attribute key: the name also
+    # shows up when only a function body or a string constant holds it, and then
+    # the exact search below finds nothing.
+    overrides = top_level_overrides(data) if ATTR_BYTES in data else []
     # Lists, once: set and counting operations read a list faster than protobuf's containers.
     return list(nodes.name), list(nodes.op), list(nodes.input), overrides, list(flat.library)
 

@@ -124,6 +124,15 @@ def test_flat_summary_finds_the_same_problems():
     assert [o.status for o in full.problems] == ["dangling"]
 
 
+def test_the_override_name_elsewhere_in_the_bytes_is_no_override():
+    graph_def = many_nodes()
+    graph_def.node[5].attr["note"].s = ATTR.encode()  # the name as a value, under another key
+    fast_summary, full = summaries(graph_def.SerializeToString())
+    assert fast_summary == full
+    original = summaries(many_nodes().SerializeToString())[1]
+    assert [o.node for o in full.overrides] == [o.node for o in original.overrides]
+
+
 @pytest.mark.parametrize("index", [3, 100])  # in the scanner's sample, or past it
 def test_a_node_without_an_op_goes_to_the_full_parse(tmp_path, index):
     graph_def = chain_graph(300)
