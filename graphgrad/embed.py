@@ -11,6 +11,7 @@ registration is needed at load time, so TF Serving, C++, TF2 loaders and
 processes that never import graphgrad get the custom gradient.
 """
 
+import struct
 from dataclasses import dataclass
 
 from .edit import EMBED_SPEC, Scope, dtype_attr
@@ -21,7 +22,25 @@ from .spec import GradientSpec
 REPLACEMENTS = ("identity", "ste", "approx_sign", "swish_sign", "triangle", "zero")
 TRANSFORMS = ("scale", "reverse")
 EMBEDDABLE = REPLACEMENTS + TRANSFORMS
-_FLOATS = {DataType.Value("DT_FLOAT"): "float_val", DataType.Value("DT_DOUBLE"): "double_val"}
+
+
+def _half_bits(value: float) -> int:
+    return struct.unpack("<H", struct.pack("<e", value))[0]
+
+
+def _bfloat16_bits(value: float) -> int:
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # the upper half, rounded to nearest even
+
+
+# dtype -> (TensorProto field, encoding of a Python float); float16 and bfloat16
+# values are their bit patterns in half_val, as TensorFlow stores them.
+_FLOATS = {
+    DataType.Value("DT_FLOAT"): ("float_val", float),
+    DataType.Value("DT_DOUBLE"): ("double_val", float),
+    DataType.Value("DT_HALF"): ("half_val", _half_bits),
+    DataType.Value("DT_BFLOAT16"): ("half_val", _bfloat16_bits),
+}
 
 
 @dataclass(frozen=True)
@@ -56,7 +75,7 @@ class _Builder:
     def __init__(self, scope: Scope, base: str, dtype: int, device: str):
         if dtype not in _FLOATS:
             raise GraphgradError(
-                f"--embed builds float32/float64 arithmetic; {base} is "
+                f"--embed builds float32/float64/float16/bfloat16 arithmetic; {base} is "
                 f"{DataType.Name(dtype) if dtype else 'of unknown dtype'}"
             )
         self.scope, self.base, self.dtype, self.device = scope, base, dtype, device
@@ -73,7 +92,14 @@ class _Builder:
     def const(self, value: float) -> str:
         tensor = TensorProto(dtype=self.dtype)
         tensor.tensor_shape.SetInParent()
-        getattr(tensor, _FLOATS[self.dtype]).append(value)
+        field, encode = _FLOATS[self.dtype]
+        try:
+            getattr(tensor, field).append(encode(value))
+        except OverflowError:
+            raise GraphgradError(
+                f"--embed on {self.base}: the constant {value} of the gradient spec does not fit "
+                f"{DataType.Name(self.dtype)}. To fix this, choose a smaller parameter, or drop --embed"
+            ) from None
         return self.node("Const", "const", attrs={"value": AttrValue(tensor=tensor), "dtype": dtype_attr(self.dtype)})
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, fixture, run_cli
-from tf_helpers import assert_close, gradients, load, v1
+from tf_helpers import assert_close, gradients, load, tf, v1
 
 import graphgrad
 from graphgrad.embed import EMBEDDABLE
@@ -44,9 +44,9 @@ def test_insert_keeps_forward_and_scales_the_gradient(tmp_path, args, factor):
     assert_close(gradients(patched, "loss:0", "x:0", feed)[0], expected)
 
 
-def surrogate_and_registered(tmp_path, spec, x):
+def surrogate_and_registered(tmp_path, spec, x, graph="sign_sum.pb"):
     embedded, registered = tmp_path / "embedded.pb", tmp_path / "registered.pb"
-    source = fixture("acceptance", "sign_sum.pb")
+    source = fixture("acceptance", graph)
     run_cli("rewrite", source, "--op", f"Sign={spec}", "--embed", "-o", embedded)
     run_cli("rewrite", source, "--op", f"Sign={spec}", "-o", registered)
     return load(embedded), load(registered)
@@ -67,6 +67,31 @@ def test_embedded_gradient_equals_the_registered_one(tmp_path, spec):
     np.testing.assert_allclose(
         gradients(embedded, "y:0", "x:0", feed)[0], gradients(registered, "y:0", "x:0", feed)[0], rtol=1e-5, atol=1e-6
     )
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("spec", ["ste(clip=0.5)", "approx_sign", "swish_sign(beta=2)", "triangle|reverse(0.5)",
+                                  "identity|scale(3)", "zero"])
+def test_embed_in_half_width_floats(tmp_path, dtype, spec):
+    numpy_dtype = tf.as_dtype(dtype).as_numpy_dtype
+    embedded, registered = surrogate_and_registered(tmp_path, spec, None, graph=f"sign_sum_{dtype}.pb")
+    feed = {"x:0": np.array([-1.5, -0.25, 0.75], dtype=numpy_dtype)}
+    y = forward(embedded, "y:0", feed)
+    assert y.dtype == numpy_dtype and y.tobytes() == forward(registered, "y:0", feed).tobytes()
+    [got], [expected] = gradients(embedded, "y:0", "x:0", feed), gradients(registered, "y:0", "x:0", feed)
+    if spec == "zero":
+        assert got is None and not np.asarray(expected, dtype=np.float32).any()
+    else:
+        assert got.dtype == numpy_dtype
+        np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32), rtol=1e-2, atol=1e-2)
+        assert np.asarray(expected, dtype=np.float32).any()
+
+
+def test_embed_refuses_a_constant_that_does_not_fit_float16(tmp_path):
+    source = fixture("acceptance", "sign_sum_float16.pb")
+    result = run_cli("rewrite", source, "--op", "Sign=ste(clip=1e6)", "--embed", "-o", tmp_path / "x.pb", expect=1)
+    assert "the constant -1000000.0 of the gradient spec does not fit DT_HALF" in result.output
+    assert not (tmp_path / "x.pb").exists()
 
 
 def test_embedded_zero_stops_the_gradient(tmp_path):
