@@ -25,7 +25,8 @@ EMBED_SPEC = "_graphgrad_embed"
 # Output argument names of the ops graphgrad creates (function bodies need them).
 OUTPUT_ARGS = {
     "Identity": "output", "StopGradient": "output", "ClipByValue": "output", "Const": "output",
-    "Sub": "z", "AddV2": "z", "Mul": "z", "Abs": "y", "Sigmoid": "y",
+    "Sub": "z", "AddV2": "z", "Mul": "z", "Abs": "y", "Sigmoid": "y", "IsFinite": "y", "ZerosLike": "y",
+    "Select": "output",
 }
 # Attributes that give the dtype of a node's outputs, in order of trust.
 _DTYPE_ATTRS = ("T", "dtype", "DstT", "out_type", "Tout", "output_types", "Toutput_types")

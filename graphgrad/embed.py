@@ -5,8 +5,9 @@ function h, the node's consumers are moved to
 
     y' = StopGradient(y) - (StopGradient(h) - h)
 
-Forward, y' = y - 0 = y, bit for bit whenever h is finite (the more familiar
-h + StopGradient(y - h) rounds). Backward, dy'/dx = dh/dx. No gradient
+Forward, y' = y - 0 = y, bit for bit (the more familiar h + StopGradient(y - h)
+rounds); where h overflows, the difference is replaced by 0, so the forward value
+stays y there too. Backward, dy'/dx = dh/dx wherever h is finite. No gradient
 registration is needed at load time, so TF Serving, C++, TF2 loaders and
 processes that never import graphgrad get the custom gradient.
 """
@@ -116,8 +117,13 @@ def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int, spec: Gradi
         if surrogate.factor != 1.0:
             h = builder.node("Mul", "scaled", h, builder.const(surrogate.factor))
         stopped_h = builder.node("StopGradient", "stop_h", h)
-        difference = builder.node("Sub", "zero", stopped_h, h)
-        output = builder.node("Sub", "output", stopped_y, difference)
+        difference = builder.node("Sub", "difference", stopped_h, h)
+        # inf - inf is NaN: where h overflows (sooner in float16) the difference is
+        # not 0 but would change the forward value, so it becomes 0 there (and
+        # the gradient with it). Select, not SelectV2: older loaders have it too.
+        finite = builder.node("IsFinite", "finite", difference)
+        zero = builder.node("Select", "zero", finite, difference, builder.node("ZerosLike", "zeros", difference))
+        output = builder.node("Sub", "output", stopped_y, zero)
     output_node = builder.nodes[-1]
     output_node.attr[EMBED_SPEC].s = spec.canonical.encode()
     scope.mark_stand_in(output_node, y_ref)

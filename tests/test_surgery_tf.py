@@ -87,6 +87,21 @@ def test_embed_in_half_width_floats(tmp_path, dtype, spec):
         assert np.asarray(expected, dtype=np.float32).any()
 
 
+@pytest.mark.parametrize("dtype, spec, x, overflowing", [
+    ("float16", "swish_sign(beta=2)", [40000.0, -0.5, 0.5], 1),  # beta x overflows float16
+    ("float16", "identity|scale(3)", [30000.0, 1.0, -1.0], 1),
+    ("bfloat16", "identity", [float("inf"), float("-inf"), 1.0], 2),  # h = x itself is not finite
+])
+def test_embed_forward_stays_exact_where_the_surrogate_overflows(tmp_path, dtype, spec, x, overflowing):
+    numpy_dtype = tf.as_dtype(dtype).as_numpy_dtype
+    embedded, registered = surrogate_and_registered(tmp_path, spec, None, graph=f"sign_sum_{dtype}.pb")
+    feed = {"x:0": np.array(x, dtype=numpy_dtype)}
+    assert forward(embedded, "y:0", feed).tobytes() == forward(registered, "y:0", feed).tobytes()
+    [got], [expected] = gradients(embedded, "y:0", "x:0", feed), gradients(registered, "y:0", "x:0", feed)
+    np.testing.assert_allclose(got[overflowing:].astype(np.float32), expected[overflowing:].astype(np.float32),
+                               rtol=1e-2)
+
+
 def test_embed_refuses_a_constant_that_does_not_fit_float16(tmp_path):
     source = fixture("acceptance", "sign_sum_float16.pb")
     result = run_cli("rewrite", source, "--op", "Sign=ste(clip=1e6)", "--embed", "-o", tmp_path / "x.pb", expect=1)
