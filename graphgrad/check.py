@@ -13,6 +13,7 @@ TensorFlow is imported inside functions only, as in the runtime.
 import json
 from dataclasses import dataclass, field
 
+from .edit import EMBED_SPEC, GROUP, SOURCE
 from .errors import GraphgradError, UnresolvedGradientsError
 from .io import read_model
 from .model import GRAPHDEF, METAGRAPH, Model
@@ -59,6 +60,7 @@ class CheckReport:
     gradients: list = field(default_factory=list)
     blockers: list = field(default_factory=list)
     idle_overrides: list = field(default_factory=list)  # (node, value)
+    embedded: list = field(default_factory=list)  # (node, spec): --embed surrogates on the path
     without_overrides: list = field(default_factory=list)  # Gradient, when the graph has overrides
     feeds: dict = field(default_factory=dict)  # placeholder -> "given" / "random <dtype> <shape>"
 
@@ -78,7 +80,10 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
         for name, x in zip(xs, x_tensors):
             report.gradients.append(_gradient(session, name, x, y_tensor, feed))
-        report.blockers = _blockers(graph, x_tensors, y_tensor, unresolved, path)
+        surrogates = _surrogates(graph)
+        report.blockers = _blockers(graph, x_tensors, y_tensor, unresolved, path, surrogates)
+        path_ops = _between(x_tensors, y_tensor, only_differentiable=True)
+        report.embedded = sorted(surrogates[op.name] for op in path_ops if op.name in surrogates)
         report.idle_overrides = _idle_overrides(graph, x_tensors, y_tensor)
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
@@ -242,13 +247,19 @@ def _fix(path, op, spec) -> str:
     return f"graphgrad rewrite {path} --node '{op.name}={spec}'{force} -o OUT"
 
 
-def _blockers(graph, xs, y, unresolved, path) -> list:
+def _blockers(graph, xs, y, unresolved, path, surrogates) -> list:
     """Ops on float paths from x to y that stop the gradient; when no float path
-    is left, the integer or bool edges that cut them."""
+    is left, the integer or bool edges that cut them. The ops of --embed
+    surrogates and the nodes they stand in for stop gradients on purpose (the
+    gradient flows through the surrogate instead) and are left out."""
     from tensorflow.python.framework import ops as tf_ops
 
     registry = tf_ops._gradient_registry
     float_path = _between(xs, y, only_differentiable=True)
+    groups = {graph.get_operation_by_name(name).node_def.attr[GROUP].s for name in surrogates}
+    embedded = {source for source, _ in surrogates.values()} | {
+        op.name for op in float_path if GROUP in op.node_def.attr and op.node_def.attr[GROUP].s in groups
+    }
     blockers = []
     for op in sorted(float_path, key=lambda op: op.name):
         override = _override(op)
@@ -257,7 +268,7 @@ def _blockers(graph, xs, y, unresolved, path) -> list:
             if override in unresolved:
                 why = "left by tf.custom_gradient" if CUSTOM_GRADIENT.match(override) else "not registered here"
                 reason = f"override {override!r} cannot be resolved ({why})"
-        elif op.type in CALL_OPS:
+        elif op.type in CALL_OPS or op.name in embedded:
             continue
         elif op.type in STOPPERS:
             reason = f"{op.type} stops the gradient"
@@ -287,6 +298,14 @@ def _blockers(graph, xs, y, unresolved, path) -> list:
                     "(e.g. Round instead of Cast to int, with --op Round=ste)",
                 ))
     return blockers
+
+
+def _surrogates(graph) -> dict:
+    """{output op of an --embed surrogate: (the node it stands in for, its spec)}."""
+    return {
+        op.name: (op.node_def.attr[SOURCE].s.decode().split(":")[0], op.node_def.attr[EMBED_SPEC].s.decode())
+        for op in graph.get_operations() if EMBED_SPEC in op.node_def.attr
+    }
 
 
 def _idle_overrides(graph, xs, y) -> list:

@@ -37,6 +37,19 @@ def test_sign_blocks_until_rewritten(tmp_path):
     assert [node for node, _ in report["idle_overrides"]] == ["dense1/binarize_weights/Sign", "dense2/binarize_weights/Sign"]
 
 
+def test_embedded_surrogates_are_listed_not_blamed(tmp_path):
+    embedded = tmp_path / "embedded.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "--embed", "-o", embedded)
+    for seed, status in ((1, "finite"), (0, "zero")):  # ste passes nothing where every |input| > 1
+        report = check_json(embedded, "--x", "x", "--y", "dense2/logits", "--seed", seed,
+                            expect=0 if status == "finite" else 1)
+        assert [g["status"] for g in report["gradients"]] == [status]
+        assert report["blockers"] == []  # not the Signs, not the surrogates' StopGradients
+        assert report["embedded"] == [["binarize_input/Sign", "ste(clip=1.0)"], ["dense1/Sign", "ste(clip=1.0)"]]
+    text = run_cli("check", embedded, "--x", "x", "--y", "dense2/logits", "--seed", 0, expect=1).stdout
+    assert "embedded gradients on the path (--embed):\n  binarize_input/Sign: ste(clip=1.0)\n" in text
+
+
 def test_round_and_pyfunc_give_none():
     report = check_json(fixture("ops_mix.pb"), "--x", "x", "--y", "out", expect=1)
     assert report["gradients"][0]["status"] == "none"

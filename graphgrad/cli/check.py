@@ -71,6 +71,10 @@ def _render(report) -> None:
         for blocker in report.blockers:
             click.echo(f"  {blocker.node} ({blocker.op_type}): {blocker.reason}")
             click.echo(f"    fix: {blocker.fix}")
+    if report.embedded:
+        click.echo("embedded gradients on the path (--embed):")
+        for node, spec in report.embedded:
+            click.echo(f"  {node}: {spec}")
     if report.idle_overrides:
         click.echo("overrides that cannot take effect (not on a differentiable path from x to y):")
         for node, value in report.idle_overrides:
