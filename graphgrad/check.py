@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .edit import EMBED_SPEC, GROUP, SOURCE
 from .errors import GraphgradError, UnresolvedGradientsError
 from .io import read_model
-from .model import GRAPHDEF, METAGRAPH, Model
+from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model
 from .runtime import is_registered, overrides_in, register_gradients, tensorflow
 from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE
 from .surgery import ResetOptions, reset_model
@@ -30,8 +30,8 @@ QUANTIZERS = {"Sign", "Round", "Floor", "Ceil", "Rint"}
 CALL_OPS = {"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf", "While", "StatelessWhile", "Case"}
 
 
-class TensorNameError(GraphgradError):
-    """A tensor named on the command line is not in the graph (a usage error)."""
+class CheckUsageError(GraphgradError):
+    """A tensor, feed or tag set given on the command line does not fit the model (a usage error)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class Gradient:
 class CheckReport:
     model: str
     y: str
+    tags: str = ""  # the MetaGraphDef's tag set, for a SavedModel
     gradients: list = field(default_factory=list)
     blockers: list = field(default_factory=list)
     idle_overrides: list = field(default_factory=list)  # (node, value)
@@ -69,11 +70,15 @@ class CheckReport:
         return all(g.status == "finite" for g in self.gradients)
 
 
-def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0, kind=None) -> CheckReport:
-    """Check the gradients dy/dx of the model at ``path`` (see the module doc)."""
+def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0, kind=None,
+                tags: str | None = None) -> CheckReport:
+    """Check the gradients dy/dx of the model at ``path`` (see the module doc).
+    ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
+    holds several."""
     model = read_model(path, kind)
-    report = CheckReport(model=path, y=y)
-    graph, session, unresolved = _load(model)
+    chosen = _tag_set(model, tags)
+    report = CheckReport(model=path, y=y, tags=",".join(chosen or ()))
+    graph, session, unresolved = _load(model, chosen)
     with graph.as_default():
         y_tensor = _tensor(graph, y)
         x_tensors = [_tensor(graph, x) for x in xs]
@@ -87,7 +92,7 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
         report.idle_overrides = _idle_overrides(graph, x_tensors, y_tensor)
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
-        plain_graph, plain_session, _ = _load(plain)
+        plain_graph, plain_session, _ = _load(plain, chosen)
         with plain_graph.as_default():
             plain_feed = {_tensor(plain_graph, t.name): v for t, v in feed.items()}
             plain_y = _tensor(plain_graph, y)
@@ -97,8 +102,34 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
     return report
 
 
-def _load(model: Model):
-    """A tf.Graph and Session with the model in it; unresolved override names."""
+def _tag_set(model: Model, tags: str | None) -> list | None:
+    """The tags of the MetaGraphDef to load: the SavedModel's only one, or the one
+    whose tag set is ``tags``; None for other kinds."""
+    if model.kind != SAVEDMODEL:
+        if tags is not None:
+            raise CheckUsageError(
+                f"--tag chooses a MetaGraphDef of a SavedModel; {model.path} is a {KIND_NAMES[model.kind]}"
+            )
+        return None
+    available = [list(meta.meta_info_def.tags) for meta in model.message.meta_graphs]
+    listed = "; ".join(",".join(tag_set) for tag_set in available)
+    if tags is None:
+        if len(available) == 1:
+            return available[0]
+        raise CheckUsageError(
+            f"{model.path} holds {len(available)} MetaGraphDefs (tag sets: {listed}). "
+            f"To fix this, choose one with --tag, e.g. --tag {','.join(available[0])}"
+        )
+    wanted = {tag.strip() for tag in tags.split(",") if tag.strip()}
+    for tag_set in available:
+        if set(tag_set) == wanted:
+            return tag_set
+    raise CheckUsageError(f"no MetaGraphDef of {model.path} has the tag set {tags!r}; its tag sets: {listed}")
+
+
+def _load(model: Model, tags: list | None):
+    """A tf.Graph and Session with the model in it (for a SavedModel, the
+    MetaGraphDef with ``tags``); unresolved override names."""
     tf = tensorflow()
     graph = tf.Graph()
     unresolved = set()
@@ -114,8 +145,10 @@ def _load(model: Model):
             tf.compat.v1.train.import_meta_graph(_tf_message(tf.compat.v1.MetaGraphDef, model.message))
             session.run(tf.compat.v1.global_variables_initializer())
         else:
-            tags = list(model.message.meta_graphs[0].meta_info_def.tags)
-            tf.compat.v1.saved_model.loader.load(session, tags, model.root)
+            from tensorflow.python.util import deprecation
+
+            with deprecation.silence():  # TF's advice to use the TF2 loader is not the user's to follow
+                tf.compat.v1.saved_model.loader.load(session, tags, model.root)
     return graph, session, unresolved
 
 
@@ -133,7 +166,7 @@ def _tensor(graph, name: str):
         names = [t.name for op in graph.get_operations() for t in op.outputs]
         close = difflib.get_close_matches(full, names, n=3, cutoff=0.5)
         hint = f"; close ones: {', '.join(close)}" if close else ""
-        raise TensorNameError(f"no tensor {name!r} in the graph{hint}") from None
+        raise CheckUsageError(f"no tensor {name!r} in the graph{hint}") from None
 
 
 def _ancestors(tensors) -> set:
@@ -187,7 +220,7 @@ def _value(text: str, dtype):
     try:
         return np.asarray(json.loads(text), dtype=dtype)
     except (ValueError, TypeError) as error:
-        raise TensorNameError(f"--feed value {text!r}: expected a number, a JSON list or a .npy file ({error})") from None
+        raise CheckUsageError(f"--feed value {text!r}: expected a number, a JSON list or a .npy file ({error})") from None
 
 
 def _gradient(session, name, x, y, feed) -> Gradient:

@@ -50,6 +50,23 @@ def test_embedded_surrogates_are_listed_not_blamed(tmp_path):
     assert "embedded gradients on the path (--embed):\n  binarize_input/Sign: ste(clip=1.0)\n" in text
 
 
+def test_a_savedmodel_with_several_metagraphs_needs_a_tag():
+    model = fixture("saved_model_two_tags")
+    report = check_json(model, "--x", "x", "--y", "loss", "--tag", "train", expect=1)
+    assert report["tags"] == "train" and [g["status"] for g in report["gradients"]] == ["zero"]
+    assert [b["node"] for b in report["blockers"]] == ["Sign"]
+    text = run_cli("check", model, "--x", "x", "--y", "y", "--tag", " serve ", expect=1).stdout
+    assert text.startswith(f"{model} [serve]: d y / d x\n")
+    for args, message in [
+        ((), "holds 2 MetaGraphDefs (tag sets: serve; train). To fix this, choose one with --tag, e.g. --tag serve"),
+        (("--tag", "serve"), "no tensor 'loss' in the graph"),  # loss is in the train graph only
+        (("--tag", "eval"), "has the tag set 'eval'; its tag sets: serve; train"),
+    ]:
+        assert message in run_cli("check", model, "--x", "x", "--y", "loss", *args, expect=2).stderr
+    wrong_kind = run_cli("check", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "--tag", "serve", expect=2)
+    assert "--tag chooses a MetaGraphDef of a SavedModel; " in wrong_kind.stderr
+
+
 def test_round_and_pyfunc_give_none():
     report = check_json(fixture("ops_mix.pb"), "--x", "x", "--y", "out", expect=1)
     assert report["gradients"][0]["status"] == "none"

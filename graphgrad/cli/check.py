@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from ..check import TensorNameError, check_model
+from ..check import CheckUsageError, check_model
 from . import options
 from .render import echo_json, error, table
 
@@ -18,10 +18,13 @@ from .render import echo_json, error, table
               help="A value for a placeholder: a number, a JSON list, or a .npy file. Others get random values.")
 @click.option("--batch", type=click.IntRange(1), default=1, show_default=True, help="Size of unknown dimensions in random feeds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random feeds.")
+@click.option("--tag", "tags", metavar="TAGS",
+              help="The MetaGraphDef of a SavedModel to load, by its tag set (e.g. serve, or serve,gpu); "
+              "needed when the SavedModel holds several.")
 @options.format_option
 @options.json_option
 @options.debug_option
-def check_command(model, xs, y, feeds, batch, seed, kind, as_json):
+def check_command(model, xs, y, feeds, batch, seed, tags, kind, as_json):
     """Compute dy/dx with TensorFlow and explain it: connected or not, None /
     zero / finite / NaN, the gradient blockers on the path with a ready fix,
     overrides that cannot take effect, and (for graphs with graphgrad
@@ -38,8 +41,8 @@ def check_command(model, xs, y, feeds, batch, seed, kind, as_json):
             raise click.UsageError(f"--feed {text!r}: expected NAME=VALUE")
         given[name] = value
     try:
-        report = check_model(model, xs, y, given, batch, seed, kind)
-    except TensorNameError as failure:
+        report = check_model(model, xs, y, given, batch, seed, kind, tags)
+    except CheckUsageError as failure:
         error(str(failure))
         sys.exit(2)
     if as_json:
@@ -50,7 +53,8 @@ def check_command(model, xs, y, feeds, batch, seed, kind, as_json):
 
 
 def _render(report) -> None:
-    click.echo(f"{report.model}: d {report.y} / d x")
+    tags = f" [{report.tags}]" if report.tags else ""
+    click.echo(f"{report.model}{tags}: d {report.y} / d x")
     rows = [["x", "connected", "gradient", "norm"]]
     plain = {g.x: g for g in report.without_overrides}
     if plain:
