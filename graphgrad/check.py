@@ -145,11 +145,24 @@ def _load(model: Model, tags: list | None):
             tf.compat.v1.train.import_meta_graph(_tf_message(tf.compat.v1.MetaGraphDef, model.message))
             session.run(tf.compat.v1.global_variables_initializer())
         else:
-            from tensorflow.python.util import deprecation
-
-            with deprecation.silence():  # TF's advice to use the TF2 loader is not the user's to follow
-                tf.compat.v1.saved_model.loader.load(session, tags, model.root)
+            _load_saved_model(tf, session, model, tags)
     return graph, session, unresolved
+
+
+def _load_saved_model(tf, session, model: Model, tags: list) -> None:
+    """TensorFlow's TF1 loader (variables, assets, init ops) on the MetaGraphDef
+    with ``tags`` as ``model`` holds it in memory, which need not be the file's:
+    the comparison without overrides loads the reset graph beside the files."""
+    from tensorflow.python.saved_model.loader_impl import SavedModelLoader
+
+    [meta] = [meta for meta in model.message.meta_graphs if list(meta.meta_info_def.tags) == tags]
+    meta_graph_def = _tf_message(tf.compat.v1.MetaGraphDef, meta)
+
+    class InMemoryLoader(SavedModelLoader):
+        def get_meta_graph_def_from_tags(self, tags):
+            return meta_graph_def
+
+    InMemoryLoader(model.root).load(session, tags)
 
 
 def _tf_message(message_type, message):

@@ -50,6 +50,16 @@ def test_embedded_surrogates_are_listed_not_blamed(tmp_path):
     assert "embedded gradients on the path (--embed):\n  binarize_input/Sign: ste(clip=1.0)\n" in text
 
 
+def test_savedmodel_compared_without_its_overrides(tmp_path):
+    patched = tmp_path / "patched"
+    run_cli("rewrite", fixture("saved_model"), "--op", "Sign=identity", "-o", patched)
+    report = check_json(patched, "--x", "x", "--y", "y", "--feed", "x=[0.5, -2.0]", expect=0)
+    assert report["tags"] == "serve"
+    assert [(g["status"], round(g["norm"], 4)) for g in report["gradients"]] == [("finite", round(3 * 2**0.5, 4))]
+    # the reset graph in memory, not the file on disk (which carries the overrides)
+    assert [g["status"] for g in report["without_overrides"]] == ["zero"]
+
+
 def test_a_savedmodel_with_several_metagraphs_needs_a_tag():
     model = fixture("saved_model_two_tags")
     report = check_json(model, "--x", "x", "--y", "loss", "--tag", "train", expect=1)
