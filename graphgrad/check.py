@@ -85,11 +85,11 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
         for name, x in zip(xs, x_tensors):
             report.gradients.append(_gradient(session, name, x, y_tensor, feed))
+        float_path = _between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = _surrogates(graph)
-        report.blockers = _blockers(graph, x_tensors, y_tensor, unresolved, path, surrogates)
-        path_ops = _between(x_tensors, y_tensor, only_differentiable=True)
-        report.embedded = sorted(surrogates[op.name] for op in path_ops if op.name in surrogates)
-        report.idle_overrides = _idle_overrides(graph, x_tensors, y_tensor)
+        report.blockers = _blockers(x_tensors, y_tensor, float_path, unresolved, path, surrogates)
+        report.embedded = sorted(surrogates[op.name][:2] for op in float_path if op.name in surrogates)
+        report.idle_overrides = _idle_overrides(graph, float_path)
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
         plain_graph, plain_session, _ = _load(plain, chosen)
@@ -159,7 +159,7 @@ def _load_saved_model(tf, session, model: Model, tags: list) -> None:
     meta_graph_def = _tf_message(tf.compat.v1.MetaGraphDef, meta)
 
     class InMemoryLoader(SavedModelLoader):
-        def get_meta_graph_def_from_tags(self, tags):
+        def get_meta_graph_def_from_tags(self, _tags):
             return meta_graph_def
 
     InMemoryLoader(model.root).load(session, tags)
@@ -293,17 +293,16 @@ def _fix(path, op, spec) -> str:
     return f"graphgrad rewrite {path} --node '{op.name}={spec}'{force} -o OUT"
 
 
-def _blockers(graph, xs, y, unresolved, path, surrogates) -> list:
-    """Ops on float paths from x to y that stop the gradient; when no float path
-    is left, the integer or bool edges that cut them. The ops of --embed
-    surrogates and the nodes they stand in for stop gradients on purpose (the
-    gradient flows through the surrogate instead) and are left out."""
+def _blockers(xs, y, float_path, unresolved, path, surrogates) -> list:
+    """Ops on the float paths from x to y (``float_path``) that stop the gradient;
+    when no float path is left, the integer or bool edges that cut them. The ops
+    of --embed surrogates and the nodes they stand in for stop gradients on
+    purpose (the gradient flows through the surrogate instead) and are left out."""
     from tensorflow.python.framework import ops as tf_ops
 
     registry = tf_ops._gradient_registry
-    float_path = _between(xs, y, only_differentiable=True)
-    groups = {graph.get_operation_by_name(name).node_def.attr[GROUP].s for name in surrogates}
-    embedded = {source for source, _ in surrogates.values()} | {
+    groups = {group for _, _, group in surrogates.values()}
+    embedded = {source for source, _, _ in surrogates.values()} | {
         op.name for op in float_path if GROUP in op.node_def.attr and op.node_def.attr[GROUP].s in groups
     }
     blockers = []
@@ -347,17 +346,18 @@ def _blockers(graph, xs, y, unresolved, path, surrogates) -> list:
 
 
 def _surrogates(graph) -> dict:
-    """{output op of an --embed surrogate: (the node it stands in for, its spec)}."""
-    return {
-        op.name: (op.node_def.attr[SOURCE].s.decode().split(":")[0], op.node_def.attr[EMBED_SPEC].s.decode())
-        for op in graph.get_operations() if EMBED_SPEC in op.node_def.attr
-    }
+    """{output op of an --embed surrogate: (the node it stands in for, its spec, its group)}."""
+    surrogates = {}
+    for op in graph.get_operations():
+        attrs = op.node_def.attr
+        if EMBED_SPEC in attrs:
+            surrogates[op.name] = (attrs[SOURCE].s.decode().split(":")[0], attrs[EMBED_SPEC].s.decode(), attrs[GROUP].s)
+    return surrogates
 
 
-def _idle_overrides(graph, xs, y) -> list:
-    path_ops = _between(xs, y, only_differentiable=True)
+def _idle_overrides(graph, float_path) -> list:
     return [(op.name, _override(op)) for op in graph.get_operations()
-            if _override(op) is not None and op not in path_ops]
+            if _override(op) is not None and op not in float_path]
 
 
 def gradient_status(op_types) -> dict:
