@@ -119,8 +119,9 @@ def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int, spec: Gradi
         stopped_h = builder.node("StopGradient", "stop_h", h)
         difference = builder.node("Sub", "difference", stopped_h, h)
         # inf - inf is NaN: where h overflows (sooner in float16) the difference is
-        # not 0 but would change the forward value, so it becomes 0 there (and
-        # the gradient with it). Select, not SelectV2: older loaders have it too.
+        # not 0 and would change the forward value, so it becomes 0 there (h has
+        # no usable gradient there anyway). Select, not SelectV2: older loaders
+        # have it too.
         finite = builder.node("IsFinite", "finite", difference)
         zero = builder.node("Select", "zero", finite, difference, builder.node("ZerosLike", "zeros", difference))
         output = builder.node("Sub", "output", stopped_y, zero)
