@@ -143,9 +143,12 @@ class Scope:
         return node
 
     def remove(self, names: set) -> None:
-        kept = [node for node in self.nodes if node.name not in names]
-        del self.nodes[:]
-        self.nodes.extend(kept)
+        # In place, a run of neighbours at a time (a surrogate's nodes were added
+        # together): re-adding the kept nodes would copy each of them, and a frozen
+        # model's constants with them.
+        doomed = [index for index, node in enumerate(self.nodes) if node.name in names]
+        for start, stop in reversed(_runs(doomed)):
+            del self.nodes[start:stop]
         self._index()
 
     def split_ref(self, ref: str) -> tuple[str, int]:
@@ -227,6 +230,17 @@ def _function_hint(model: Model, tensor: str) -> str:
             if spelled:
                 return f"; consumers in {function} use {', '.join(f'{function}/{s}' for s in spelled)}"
     return ""
+
+
+def _runs(indices: list) -> list:
+    """``[(start, stop)]`` of the runs of consecutive numbers in sorted ``indices``."""
+    runs = []
+    for index in indices:
+        if runs and runs[-1][1] == index:
+            runs[-1][1] = index + 1
+        else:
+            runs.append([index, index + 1])
+    return runs
 
 
 def dtype_attr(dtype: int) -> AttrValue:

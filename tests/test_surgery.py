@@ -141,3 +141,15 @@ def test_insert_cli_reports_and_refuses(tmp_path):
     assert "already carries this gradient" in again.stdout
     refused = run_cli("insert", out, "--at", "l1_dense/BiasAdd:0", "--grad", "scale(0.5)", "--in-place", expect=1)
     assert "run graphgrad reset --node 'l1_dense/BiasAdd/graphgrad_0' first" in refused.stderr
+
+
+def test_scope_removes_scattered_nodes_in_place_and_keeps_the_order():
+    from graphgrad.edit import Scope
+
+    graph_def = read_model(fixture("dense_net.pb")).message
+    names = [node.name for node in graph_def.node]
+    doomed = {names[0], names[1], names[4], names[-1]}  # two runs, a lone node, the last
+    scope = Scope("", graph_def.node)
+    scope.remove(doomed)
+    assert [node.name for node in graph_def.node] == [name for name in names if name not in doomed]
+    assert scope.node(names[0]) is None and scope.node(names[2]) is not None
