@@ -21,7 +21,7 @@ from .io import (
     write_chunks,
     write_model,
 )
-from .model import BINARY, GRAPHDEF
+from .model import BINARY, GRAPHDEF, Model
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
 from .wire import NotApplicable, graphdef_file_bodies, remove_overrides_file, rewrite_graphdef_file
 
@@ -70,12 +70,14 @@ class FileResult:
         return "changed" if self.written else "would change"
 
 
-def _change_file(path: str, output: OutputOptions, kind: str | None, operation, data: bytes | None = None) -> FileResult:
-    """Read ``path`` (or parse its ``data``, already read), apply
+def _change_file(path: str, output: OutputOptions, kind: str | None, operation,
+                 model: Model | None = None) -> FileResult:
+    """Read ``path`` (unless its ``model`` is given), apply
     ``operation(model) -> (model, report)``, write unless dry run.
     """
     target = _target(path, output)
-    model = read_model(path, kind) if data is None else model_from_bytes(data, path, kind)
+    if model is None:
+        model = read_model(path, kind)
     result_model, report = operation(model)
     same_encoding = output.encoding in (None, model.encoding)
     return _finish(path, target, output, report, same_encoding,
@@ -133,10 +135,11 @@ def _change_graphdef_file(path: str, output: OutputOptions, kind: str | None, fa
             try:
                 chunks, report = fast(source)
             except NotApplicable:
-                data = source.read(0, source.size)
+                # the file's bytes are not kept past the parse: they would double a frozen model's footprint
+                model = model_from_bytes(source.read(0, source.size), path, kind)
             else:
                 return _finish(path, target, output, report, True, lambda out: write_chunks(out, chunks, source))
-        return _change_file(path, output, kind, operation, data)
+        return _change_file(path, output, kind, operation, model)
     return _change_file(path, output, kind, operation)
 
 
