@@ -14,11 +14,12 @@ import json
 from dataclasses import dataclass, field
 
 from .edit import EMBED_SPEC, GROUP, SOURCE
+from .embed import surrogate_for
 from .errors import GraphgradError, UnresolvedGradientsError
 from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model
 from .runtime import is_registered, overrides_in, register_gradients, tensorflow
-from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE
+from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
 from .surgery import ResetOptions, reset_model
 
 # Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
@@ -296,13 +297,13 @@ def _fix(path, op, spec) -> str:
 def _blockers(xs, y, float_path, unresolved, path, surrogates) -> list:
     """Ops on the float paths from x to y (``float_path``) that stop the gradient;
     when no float path is left, the integer or bool edges that cut them. The ops
-    of --embed surrogates and the nodes they stand in for stop gradients on
-    purpose (the gradient flows through the surrogate instead) and are left out."""
+    of --embed surrogates, and the nodes whose gradient a surrogate's replacement
+    bypasses, stop gradients on purpose and are left out."""
     from tensorflow.python.framework import ops as tf_ops
 
     registry = tf_ops._gradient_registry
-    groups = {group for _, _, group in surrogates.values()}
-    embedded = {source for source, _, _ in surrogates.values()} | {
+    groups = {group for _, _, group, _ in surrogates.values()}
+    embedded = {source for source, _, _, bypasses in surrogates.values() if bypasses} | {
         op.name for op in float_path if GROUP in op.node_def.attr and op.node_def.attr[GROUP].s in groups
     }
     blockers = []
@@ -346,12 +347,17 @@ def _blockers(xs, y, float_path, unresolved, path, surrogates) -> list:
 
 
 def _surrogates(graph) -> dict:
-    """{output op of an --embed surrogate: (the node it stands in for, its spec, its group)}."""
+    """{output op of an --embed surrogate: (the node it stands in for, its spec,
+    its group, whether its gradient bypasses that node)}."""
     surrogates = {}
     for op in graph.get_operations():
         attrs = op.node_def.attr
         if EMBED_SPEC in attrs:
-            surrogates[op.name] = (attrs[SOURCE].s.decode().split(":")[0], attrs[EMBED_SPEC].s.decode(), attrs[GROUP].s)
+            spec = attrs[EMBED_SPEC].s.decode()
+            # a replacement (ste, identity, ...) differentiates h(x) of the node's input
+            # instead of the node; a transform alone scales the node's own gradient
+            bypasses = surrogate_for(parse_spec(spec)).replacement is not None
+            surrogates[op.name] = (attrs[SOURCE].s.decode().split(":")[0], spec, attrs[GROUP].s, bypasses)
     return surrogates
 
 

@@ -50,6 +50,16 @@ def test_embedded_surrogates_are_listed_not_blamed(tmp_path):
     assert "embedded gradients on the path (--embed):\n  binarize_input/Sign: ste(clip=1.0)\n" in text
 
 
+def test_a_transform_embedded_on_a_sign_still_shows_the_sign_as_the_blocker(tmp_path):
+    # reverse alone scales the Sign's own gradient, which stays zero: the Sign is the blocker
+    first, inserted = tmp_path / "first.pb", tmp_path / "inserted.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--node", "binarize_input/Sign=ste", "-o", first)
+    run_cli("insert", first, "--at", "dense1/Sign:0", "--grad", "reverse", "--embed", "-o", inserted)
+    report = check_json(inserted, "--x", "x", "--y", "dense2/logits", "--seed", 1, expect=1)
+    assert [b["node"] for b in report["blockers"]] == ["dense1/Sign"]
+    assert report["embedded"] == [["dense1/Sign", "reverse(strength=1.0)"]]
+
+
 def test_savedmodel_compared_without_its_overrides(tmp_path):
     patched = tmp_path / "patched"
     run_cli("rewrite", fixture("saved_model"), "--op", "Sign=identity", "-o", patched)

@@ -32,7 +32,7 @@ ALLOWED = {
     "wire": {"model", "partial", "protos", "rewrite", "select", "spec", "summary"},
     "api": {"batch", "diff", "errors", "io", "model", "rewrite", "summary", "surgery", "wire"},
     "runtime": {"errors", "gradients", "io", "model", "rewrite", "select", "spec"},
-    "check": {"edit", "errors", "io", "model", "runtime", "spec", "surgery"},
+    "check": {"edit", "embed", "errors", "io", "model", "runtime", "spec", "surgery"},
     "cli": {"api", "batch", "check", "cli", "edit", "errors", "gradients", "io", "model", "rewrite", "select", "spec", "summary", "surgery"},
 }
 
