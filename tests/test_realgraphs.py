@@ -152,3 +152,41 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
         assert removed == full_reset.overrides, relative
         used.append(relative)
     assert len(used) > 10, "too few real graphs took the fast path"
+
+
+@pytest.mark.parametrize("args, factor", [
+    (["insert", "--at", "encode/dense_1/Sigmoid:0", "--grad", "reverse", "--embed"], -1.0),
+    (["rewrite", "--op", "Sigmoid=identity|scale(2)", "--embed"], None),
+])
+def test_embed_on_a_real_frozen_autoencoder(tmp_path, args, factor):
+    """tf2onnx's ae0: forward unchanged bit for bit, and the gradient as the embedded spec says."""
+    np = pytest.importorskip("numpy")
+    tf = pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    source = os.path.join(REALGRAPHS, "tf2onnx-tests/tests/models/ae0/frozen.pb")
+    out = tmp_path / "embedded.pb"
+    run_cli(args[0], source, *args[1:], "-o", out)
+    feed = np.random.default_rng(3).uniform(0, 1, (4, 784)).astype(np.float32)
+    # Grappler fuses MatMul + BiasAdd + Sigmoid where nothing else reads the BiasAdd;
+    # a surrogate reads it, so the two graphs would run different sigmoid kernels,
+    # which round differently. The graphs themselves compute the same bits:
+    from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+
+    unfused = config_pb2.ConfigProto()
+    unfused.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
+
+    def forward_and_gradient(path):
+        graph_def = tf.compat.v1.GraphDef.FromString(open(path, "rb").read())
+        graph = tf.Graph()
+        with graph.as_default():
+            tf.compat.v1.import_graph_def(graph_def, name="")  # no graphgrad: the surrogate is in the graph
+            x, y = graph.get_tensor_by_name("X:0"), graph.get_tensor_by_name("output:0")
+            [grad] = tf.compat.v1.gradients(tf.reduce_sum(y), [x])
+            with tf.compat.v1.Session(graph=graph, config=unfused) as session:
+                return session.run([y, grad], {x: feed})
+
+    (y, grad), (y_embedded, grad_embedded) = forward_and_gradient(source), forward_and_gradient(out)
+    assert y.tobytes() == y_embedded.tobytes()
+    if factor is not None:  # one edge reversed: everything upstream of it flips
+        np.testing.assert_allclose(grad_embedded, factor * grad, rtol=1e-5, atol=1e-7)
+    else:  # every sigmoid passes 2 * upstream instead of s(1 - s) * upstream
+        assert not np.allclose(grad_embedded, grad) and np.isfinite(grad_embedded).all()
