@@ -153,3 +153,11 @@ def test_scope_removes_scattered_nodes_in_place_and_keeps_the_order():
     scope.remove(doomed)
     assert [node.name for node in graph_def.node] == [name for name in names if name not in doomed]
     assert scope.node(names[0]) is None and scope.node(names[2]) is not None
+
+
+def test_reset_names_the_metagraph_of_each_change(tmp_path):
+    patched = tmp_path / "patched"
+    run_cli("insert", fixture("saved_model_two_tags"), "--at", "Sign:0", "--grad", "ste", "-o", patched)
+    text = run_cli("reset", patched, "--dry-run").stdout
+    assert "  meta_graph 0 [serve]: would undo Sign/graphgrad_0, restoring Sign\n" in text
+    assert "  meta_graph 1 [train]: would undo Sign/graphgrad_0, restoring Sign\n" in text

@@ -8,7 +8,7 @@ from ..io import load_gradient_module
 from ..spec import parse_spec
 from ..surgery import InsertOptions
 from . import options
-from .render import echo_json, render_change_results
+from .render import echo_json, in_graph, render_change_results
 
 
 @click.command("insert")
@@ -53,7 +53,7 @@ def insert_command(model, tensor, spec, consumers, out, in_place, dry_run, encod
 def _render_report(report, dry_run) -> list[str]:
     lines = []
     for insertion in report.insertions:
-        where = f"{insertion.graph}: " if insertion.graph else ""
+        where = in_graph(insertion.graph)
         if insertion.status == "already":
             lines.append(f"  {where}{insertion.node} already carries this gradient at {insertion.tensor}; nothing to do")
         else:

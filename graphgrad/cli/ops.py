@@ -6,7 +6,7 @@ from ..api import summarize_files
 from ..model import KIND_NAMES
 from ..summary import DANGLING, UNRESOLVED
 from . import options
-from .render import echo_json, error, table, to_jsonable
+from .render import echo_json, error, in_graph, table, to_jsonable
 
 LISTED_OVERRIDES = 20
 
@@ -98,7 +98,7 @@ def _override_rows(overrides) -> list:
 
 
 def _where(override) -> str:
-    return override.node if not override.graph else f"{override.graph}: {override.node}"
+    return in_graph(override.graph) + override.node
 
 
 def _status(status: str) -> str:

@@ -39,6 +39,12 @@ def to_jsonable(value):
     return value
 
 
+def in_graph(graph: str) -> str:
+    """The prefix that names a graph of a model that holds several (a SavedModel's
+    MetaGraphDefs); empty for a lone graph."""
+    return f"{graph}: " if graph else ""
+
+
 def echo_json(document) -> None:
     click.echo(json.dumps(to_jsonable(document), indent=2, sort_keys=True))
 

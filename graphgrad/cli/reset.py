@@ -8,7 +8,7 @@ from ..api import reset_files
 from ..batch import BatchOptions
 from ..surgery import ResetOptions
 from . import options
-from .render import finish_batch, progress_bar
+from .render import finish_batch, in_graph, progress_bar
 
 
 @click.command("reset")
@@ -37,6 +37,6 @@ def _summarize_report(report) -> str:
 
 def _render_report(report, dry_run) -> list[str]:
     remove, undo = ("would remove", "would undo") if dry_run else ("removed", "undid")
-    lines = [f"  {remove} override {c.old!r} from {c.node}" for c in report.overrides]
-    lines += [f"  {undo} {node}, restoring {source}" for _, node, source in report.undone]
+    lines = [f"  {in_graph(c.graph)}{remove} override {c.old!r} from {c.node}" for c in report.overrides]
+    lines += [f"  {in_graph(graph)}{undo} {node}, restoring {source}" for graph, node, source in report.undone]
     return lines or ["  nothing to reset"]
