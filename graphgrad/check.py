@@ -12,6 +12,7 @@ TensorFlow is imported inside functions only, as in the runtime.
 
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .edit import EMBED_SPEC, GROUP, SOURCE
 from .embed import surrogate_for
@@ -89,7 +90,8 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = _surrogates(graph)
         report.blockers = _blockers(x_tensors, y_tensor, float_path, unresolved, path, surrogates)
-        report.embedded = sorted(surrogates[op.name][:2] for op in float_path if op.name in surrogates)
+        on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
+        report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
         report.idle_overrides = _idle_overrides(graph, float_path)
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
@@ -302,8 +304,8 @@ def _blockers(xs, y, float_path, unresolved, path, surrogates) -> list:
     from tensorflow.python.framework import ops as tf_ops
 
     registry = tf_ops._gradient_registry
-    groups = {group for _, _, group, _ in surrogates.values()}
-    embedded = {source for source, _, _, bypasses in surrogates.values() if bypasses} | {
+    groups = {surrogate.group for surrogate in surrogates.values()}
+    embedded = {surrogate.source for surrogate in surrogates.values() if surrogate.bypasses} | {
         op.name for op in float_path if GROUP in op.node_def.attr and op.node_def.attr[GROUP].s in groups
     }
     blockers = []
@@ -346,9 +348,15 @@ def _blockers(xs, y, float_path, unresolved, path, surrogates) -> list:
     return blockers
 
 
+class _Surrogate(NamedTuple):
+    source: str  # the node it stands in for
+    spec: str
+    group: bytes  # the _graphgrad_group of its nodes
+    bypasses: bool  # whether its gradient goes around the source node
+
+
 def _surrogates(graph) -> dict:
-    """{output op of an --embed surrogate: (the node it stands in for, its spec,
-    its group, whether its gradient bypasses that node)}."""
+    """{output op of an --embed surrogate: its _Surrogate}."""
     surrogates = {}
     for op in graph.get_operations():
         attrs = op.node_def.attr
@@ -357,7 +365,7 @@ def _surrogates(graph) -> dict:
             # a replacement (ste, identity, ...) differentiates h(x) of the node's input
             # instead of the node; a transform alone scales the node's own gradient
             bypasses = surrogate_for(parse_spec(spec)).replacement is not None
-            surrogates[op.name] = (attrs[SOURCE].s.decode().split(":")[0], spec, attrs[GROUP].s, bypasses)
+            surrogates[op.name] = _Surrogate(attrs[SOURCE].s.decode().split(":")[0], spec, attrs[GROUP].s, bypasses)
     return surrogates
 
 
