@@ -236,7 +236,9 @@ def _value(text: str, dtype):
     try:
         return np.asarray(json.loads(text), dtype=dtype)
     except (ValueError, TypeError) as error:
-        raise CheckUsageError(f"--feed value {text!r}: expected a number, a JSON list or a .npy file ({error})") from None
+        raise CheckUsageError(
+            f"--feed value {text!r}: expected a number, a JSON list or a .npy file ({error})"
+        ) from None
 
 
 def _gradient(session, name, x, y, feed) -> Gradient:
