@@ -44,7 +44,7 @@ def test_insert_keeps_forward_and_scales_the_gradient(tmp_path, args, factor):
     assert_close(gradients(patched, "loss:0", "x:0", feed)[0], expected)
 
 
-def surrogate_and_registered(tmp_path, spec, x, graph="sign_sum.pb"):
+def surrogate_and_registered(tmp_path, spec, graph="sign_sum.pb"):
     embedded, registered = tmp_path / "embedded.pb", tmp_path / "registered.pb"
     source = fixture("acceptance", graph)
     run_cli("rewrite", source, "--op", f"Sign={spec}", "--embed", "-o", embedded)
@@ -59,7 +59,7 @@ def surrogate_and_registered(tmp_path, spec, x, graph="sign_sum.pb"):
 )
 def test_embedded_gradient_equals_the_registered_one(tmp_path, spec):
     x = RNG.uniform(-2, 2, 3).astype(np.float32)
-    embedded, registered = surrogate_and_registered(tmp_path, spec, x)
+    embedded, registered = surrogate_and_registered(tmp_path, spec)
     feed = {"x:0": x}
     assert np.array_equal(forward(embedded, "y:0", feed), forward(registered, "y:0", feed))
     assert not any(op.node_def.attr.get("_gradient_op_type") for op in embedded.get_operations()
@@ -74,7 +74,7 @@ def test_embedded_gradient_equals_the_registered_one(tmp_path, spec):
                                   "identity|scale(3)", "zero"])
 def test_embed_in_half_width_floats(tmp_path, dtype, spec):
     numpy_dtype = tf.as_dtype(dtype).as_numpy_dtype
-    embedded, registered = surrogate_and_registered(tmp_path, spec, None, graph=f"sign_sum_{dtype}.pb")
+    embedded, registered = surrogate_and_registered(tmp_path, spec, graph=f"sign_sum_{dtype}.pb")
     feed = {"x:0": np.array([-1.5, -0.25, 0.75], dtype=numpy_dtype)}
     y = forward(embedded, "y:0", feed)
     assert y.dtype == numpy_dtype and y.tobytes() == forward(registered, "y:0", feed).tobytes()
@@ -94,7 +94,7 @@ def test_embed_in_half_width_floats(tmp_path, dtype, spec):
 ])
 def test_embed_forward_stays_exact_where_the_surrogate_overflows(tmp_path, dtype, spec, x, overflowing):
     numpy_dtype = tf.as_dtype(dtype).as_numpy_dtype
-    embedded, registered = surrogate_and_registered(tmp_path, spec, None, graph=f"sign_sum_{dtype}.pb")
+    embedded, registered = surrogate_and_registered(tmp_path, spec, graph=f"sign_sum_{dtype}.pb")
     feed = {"x:0": np.array(x, dtype=numpy_dtype)}
     assert forward(embedded, "y:0", feed).tobytes() == forward(registered, "y:0", feed).tobytes()
     [got], [expected] = gradients(embedded, "y:0", "x:0", feed), gradients(registered, "y:0", "x:0", feed)
@@ -110,7 +110,7 @@ def test_embed_refuses_a_constant_that_does_not_fit_float16(tmp_path):
 
 
 def test_embedded_zero_stops_the_gradient(tmp_path):
-    embedded, _ = surrogate_and_registered(tmp_path, "zero", None)
+    embedded, _ = surrogate_and_registered(tmp_path, "zero")
     assert gradients(embedded, "y:0", "x:0", {"x:0": [0.5, -2.0, 0.0]}) == [None]
 
 
