@@ -34,13 +34,13 @@ def _bfloat16_bits(value: float) -> int:
     return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # the upper half, rounded to nearest even
 
 
-# dtype -> (TensorProto field, encoding of a Python float); float16 and bfloat16
-# values are their bit patterns in half_val, as TensorFlow stores them.
+# dtype -> (its name, TensorProto field, encoding of a Python float); float16 and
+# bfloat16 values are their bit patterns in half_val, as TensorFlow stores them.
 _FLOATS = {
-    DataType.Value("DT_FLOAT"): ("float_val", float),
-    DataType.Value("DT_DOUBLE"): ("double_val", float),
-    DataType.Value("DT_HALF"): ("half_val", _half_bits),
-    DataType.Value("DT_BFLOAT16"): ("half_val", _bfloat16_bits),
+    DataType.Value("DT_FLOAT"): ("float32", "float_val", float),
+    DataType.Value("DT_DOUBLE"): ("float64", "double_val", float),
+    DataType.Value("DT_HALF"): ("float16", "half_val", _half_bits),
+    DataType.Value("DT_BFLOAT16"): ("bfloat16", "half_val", _bfloat16_bits),
 }
 
 
@@ -76,7 +76,7 @@ class _Builder:
     def __init__(self, scope: Scope, base: str, dtype: int, device: str):
         if dtype not in _FLOATS:
             raise GraphgradError(
-                f"--embed builds float32/float64/float16/bfloat16 arithmetic; {base} is "
+                f"--embed builds {'/'.join(name for name, _, _ in _FLOATS.values())} arithmetic; {base} is "
                 f"{DataType.Name(dtype) if dtype else 'of unknown dtype'}"
             )
         self.scope, self.base, self.dtype, self.device = scope, base, dtype, device
@@ -93,13 +93,13 @@ class _Builder:
     def const(self, value: float) -> str:
         tensor = TensorProto(dtype=self.dtype)
         tensor.tensor_shape.SetInParent()
-        field, encode = _FLOATS[self.dtype]
+        name, field, encode = _FLOATS[self.dtype]
         try:
             getattr(tensor, field).append(encode(value))
         except OverflowError:
             raise GraphgradError(
                 f"--embed on {self.base}: the constant {value} of the gradient spec does not fit "
-                f"{DataType.Name(self.dtype)}. To fix this, choose a smaller parameter, or drop --embed"
+                f"{name}. To fix this, choose a smaller parameter, or drop --embed"
             ) from None
         return self.node("Const", "const", attrs={"value": AttrValue(tensor=tensor), "dtype": dtype_attr(self.dtype)})
 
