@@ -75,9 +75,10 @@ class _Builder:
 
     def __init__(self, scope: Scope, base: str, dtype: int, device: str):
         if dtype not in _FLOATS:
+            kind = DataType.Name(dtype).removeprefix("DT_").lower() if dtype else "of unknown dtype"
             raise GraphgradError(
                 f"--embed builds {'/'.join(name for name, _, _ in _FLOATS.values())} arithmetic; {base} is "
-                f"{DataType.Name(dtype) if dtype else 'of unknown dtype'}"
+                f"{kind}. To fix this, drop --embed and register the gradient at load time"
             )
         self.scope, self.base, self.dtype, self.device = scope, base, dtype, device
         self.group = scope.unique_name(f"{base}/graphgrad_embed")

@@ -161,3 +161,11 @@ def test_reset_names_the_metagraph_of_each_change(tmp_path):
     text = run_cli("reset", patched, "--dry-run").stdout
     assert "  meta_graph 0 [serve]: would undo Sign/graphgrad_0, restoring Sign\n" in text
     assert "  meta_graph 1 [train]: would undo Sign/graphgrad_0, restoring Sign\n" in text
+
+
+def test_embed_refuses_a_tensor_that_is_not_floating_point(tmp_path):
+    result = run_cli("insert", fixture("acceptance", "pack.pb"), "--at", "x:0", "--grad", "ste", "--embed",
+                     "--dtype", "int32", "-o", tmp_path / "x.pb", expect=1)
+    assert "--embed builds float32/float64/float16/bfloat16 arithmetic; x is int32. To fix this, drop --embed" \
+        in result.output
+    assert not (tmp_path / "x.pb").exists()
