@@ -52,6 +52,8 @@ def test_the_readme_shows_what_its_commands_print(tmp_path, monkeypatch):
         command, shown = (text.replace("/tmp/", f"{tmp_path}/") for text in (command, shown))
         result = CliRunner().invoke(main, shlex.split(command), catch_exceptions=False)
         printed = result.output.strip("\n")
+        if command.startswith("gradients"):  # user gradients other tests declared in this process
+            printed = "\n".join(line for line in printed.split("\n") if line.split()[1:2] != ["user"])
         ran += 1
         if printed != shown:
             diff = "\n".join(difflib.unified_diff(shown.splitlines(), printed.splitlines(), "README", "printed",
