@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 _EXPORTS = {
     "api": ["FileResult", "OutputOptions", "rewrite_file", "rewrite_files", "summarize_file"],
+    "edit": ["rename_functions"],
     "errors": [
         "GraphgradError", "ModelReadError", "ModelWriteError", "RegistryError", "SelectionError",
         "SpecError", "TensorFlowMissingError", "UnresolvedGradientsError",

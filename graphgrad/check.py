@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .edit import EMBED_SPEC, GROUP, SOURCE
+from .edit import EMBED_SPEC, GROUP, SOURCE, rename_functions
 from .embed import surrogate_for
 from .errors import GraphgradError, UnresolvedGradientsError
 from .io import read_model
@@ -95,6 +95,9 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
         report.idle_overrides = _idle_overrides(graph, float_path)
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
+        # TensorFlow keeps the functions cond_v2 builds for gradients process-wide, by
+        # branch name: the plain graph's branches, if an edit changed them, would clash.
+        rename_functions(plain, "_graphgrad_plain")
         plain_graph, plain_session, _ = _load(plain, chosen)
         with plain_graph.as_default():
             plain_feed = {_tensor(plain_graph, t.name): v for t, v in feed.items()}

@@ -232,6 +232,41 @@ def _function_hint(model: Model, tensor: str) -> str:
     return ""
 
 
+def rename_functions(model: Model, suffix: str) -> None:
+    """Append ``suffix`` to the name of every library function of ``model``, in
+    place, and to every reference to one: call ops, function-valued attributes
+    (branches, loop bodies, ``f``), nested ones, and gradient definitions."""
+    for _, graph_def in model.graphs():
+        library = graph_def.library
+        names = {function.signature.name: function.signature.name + suffix for function in library.function}
+        if not names:
+            continue
+        nodes = list(graph_def.node)
+        for function in library.function:
+            function.signature.name = names[function.signature.name]
+            nodes += function.node_def
+            for value in function.attr.values():
+                _rename_in_attr(value, names)
+        for node in nodes:
+            if node.op in names:
+                node.op = names[node.op]
+            for value in node.attr.values():
+                _rename_in_attr(value, names)
+        for gradient in library.gradient:
+            gradient.function_name = names.get(gradient.function_name, gradient.function_name)
+            gradient.gradient_func = names.get(gradient.gradient_func, gradient.gradient_func)
+
+
+def _rename_in_attr(value, names: dict) -> None:
+    calls = [value.func] if value.HasField("func") else []
+    if value.HasField("list"):
+        calls += value.list.func
+    for call in calls:  # NameAttrList: a function and its attributes, which may name more
+        call.name = names.get(call.name, call.name)
+        for nested in call.attr.values():
+            _rename_in_attr(nested, names)
+
+
 def _runs(indices: list) -> list:
     """``[(start, stop)]`` of the runs of consecutive numbers in sorted ``indices``."""
     runs = []

@@ -60,6 +60,22 @@ def test_a_transform_embedded_on_a_sign_still_shows_the_sign_as_the_blocker(tmp_
     assert report["embedded"] == [["dense1/Sign", "reverse(strength=1.0)"]]
 
 
+def test_an_edited_branch_is_compared_without_its_overrides(tmp_path):
+    # the plain graph's If branches keep their names in the reset model; loaded after the
+    # patched one in the same process, TensorFlow's cond_v2 gradient functions would clash
+    import graphgrad
+
+    inserted = tmp_path / "inserted.pb"
+    run_cli("insert", fixture("functions.pb"), "--at", "cond_true_39/cond/Sign:y:0", "--grad", "identity",
+            "-o", inserted)
+    model = graphgrad.read_model(str(inserted))  # names of its own: other tests load functions.pb here too
+    graphgrad.rename_functions(model, "_inserted")
+    graphgrad.write_model(model, str(inserted))
+    report = check_json(inserted, "--x", "x", "--y", "Identity", "--feed", "flag=true", expect=1)
+    assert [g["status"] for g in report["without_overrides"]] == ["zero"]
+    assert report["without_overrides"][0]["error"] is None
+
+
 def test_savedmodel_compared_without_its_overrides(tmp_path):
     patched = tmp_path / "patched"
     run_cli("rewrite", fixture("saved_model"), "--op", "Sign=identity", "-o", patched)

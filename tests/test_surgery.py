@@ -169,3 +169,24 @@ def test_embed_refuses_a_tensor_that_is_not_floating_point(tmp_path):
     assert "--embed builds float32/float64/float16/bfloat16 arithmetic; x is int32. To fix this, drop --embed" \
         in result.output
     assert not (tmp_path / "x.pb").exists()
+
+
+def test_rename_functions_follows_every_reference():
+    from graphgrad import rename_functions
+
+    model = read_model(fixture("functions.pb"))
+    graph_def = model.message
+    [branching] = [node for node in graph_def.node if "then_branch" in node.attr]
+    caller = graph_def.node.add(name="call", op="cond_true_39")  # a function used as an op
+    nested = graph_def.node.add(name="nested", op="PartitionedCall")
+    nested.attr["f"].func.name = "cond_false_40"
+    nested.attr["f"].func.attr["inner"].list.func.add(name="cond_true_39")
+    graph_def.library.gradient.add(function_name="cond_true_39", gradient_func="cond_false_40")
+    rename_functions(model, "_x")
+    assert sorted(f.signature.name for f in graph_def.library.function) == ["cond_false_40_x", "cond_true_39_x"]
+    assert (branching.attr["then_branch"].func.name, branching.attr["else_branch"].func.name) == (
+        "cond_true_39_x", "cond_false_40_x")
+    assert caller.op == "cond_true_39_x" and nested.attr["f"].func.name == "cond_false_40_x"
+    assert nested.attr["f"].func.attr["inner"].list.func[0].name == "cond_true_39_x"
+    assert (graph_def.library.gradient[0].function_name, graph_def.library.gradient[0].gradient_func) == (
+        "cond_true_39_x", "cond_false_40_x")
