@@ -12,6 +12,7 @@ TensorFlow is imported inside functions only, as in the runtime.
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from .edit import EMBED_SPEC, GROUP, SOURCE, rename_functions
@@ -89,7 +90,8 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
             report.gradients.append(_gradient(session, name, x, y_tensor, feed))
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = _surrogates(graph)
-        report.blockers = _blockers(x_tensors, y_tensor, float_path, unresolved, path, surrogates)
+        context = _Context(unresolved, path, _graph_def(model, chosen))
+        report.blockers = _blockers(x_tensors, y_tensor, float_path, surrogates, context)
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
         report.idle_overrides = _idle_overrides(graph, float_path)
@@ -161,14 +163,26 @@ def _load_saved_model(tf, session, model: Model, tags: list) -> None:
     the comparison without overrides loads the reset graph beside the files."""
     from tensorflow.python.saved_model.loader_impl import SavedModelLoader
 
-    [meta] = [meta for meta in model.message.meta_graphs if list(meta.meta_info_def.tags) == tags]
-    meta_graph_def = _tf_message(tf.compat.v1.MetaGraphDef, meta)
+    meta_graph_def = _tf_message(tf.compat.v1.MetaGraphDef, _meta_graph(model, tags))
 
     class InMemoryLoader(SavedModelLoader):
         def get_meta_graph_def_from_tags(self, _tags):
             return meta_graph_def
 
     InMemoryLoader(model.root).load(session, tags)
+
+
+def _meta_graph(model: Model, tags: list):
+    """The MetaGraphDef of a SavedModel with ``tags``."""
+    [meta] = [meta for meta in model.message.meta_graphs if list(meta.meta_info_def.tags) == tags]
+    return meta
+
+
+def _graph_def(model: Model, tags: list | None):
+    """The GraphDef that :func:`_load` loads."""
+    if model.kind == GRAPHDEF:
+        return model.message
+    return (model.message if model.kind == METAGRAPH else _meta_graph(model, tags)).graph_def
 
 
 def _tf_message(message_type, message):
@@ -296,48 +310,17 @@ def _override(op):
     return op.node_def.attr[ATTR].s.decode("utf-8", "replace")
 
 
-def _fix(path, op, spec) -> str:
-    force = " --force" if _override(op) else ""
-    return f"graphgrad rewrite {path} --node '{op.name}={spec}'{force} -o OUT"
+def _fix(path, node: str, override, op_type: str) -> str:
+    spec = "ste" if op_type in QUANTIZERS else "identity"
+    force = " --force" if override else ""
+    return f"graphgrad rewrite {path} --node '{node}={spec}'{force} -o OUT"
 
 
-def _blockers(xs, y, float_path, unresolved, path, surrogates) -> list:
-    """Ops on the float paths from x to y (``float_path``) that stop the gradient;
-    when no float path is left, the integer or bool edges that cut them. The ops
-    of --embed surrogates, and the nodes whose gradient a surrogate's replacement
-    bypasses, stop gradients on purpose and are left out."""
-    from tensorflow.python.framework import ops as tf_ops
-
-    registry = tf_ops._gradient_registry
-    groups = {surrogate.group for surrogate in surrogates.values()}
-    embedded = {surrogate.source for surrogate in surrogates.values() if surrogate.bypasses} | {
-        op.name for op in float_path if GROUP in op.node_def.attr and op.node_def.attr[GROUP].s in groups
-    }
-    blockers = []
-    for op in sorted(float_path, key=lambda op: op.name):
-        override = _override(op)
-        reason = None
-        if override is not None:
-            if override in unresolved:
-                why = "left by tf.custom_gradient" if CUSTOM_GRADIENT.match(override) else "not registered here"
-                reason = f"override {override!r} cannot be resolved ({why})"
-        elif op.type in CALL_OPS or op.name in embedded:
-            continue
-        elif op.type in STOPPERS:
-            reason = f"{op.type} stops the gradient"
-        elif op.type in ZERO_GRADIENT:
-            reason = "TensorFlow's gradient is zero everywhere"
-        elif op.type in NONE_GRADIENT:
-            reason = "TensorFlow's gradient is None"
-        else:
-            try:
-                if registry.lookup(op.type) is None:
-                    reason = ("PyFunc has no gradient unless overridden" if "PyFunc" in op.type
-                              else "TensorFlow registers it as not differentiable")
-            except LookupError:
-                reason = "no gradient is registered for this op type"
-        if reason:
-            blockers.append(Blocker(op.name, op.type, reason, _fix(path, op, "ste" if op.type in QUANTIZERS else "identity")))
+def _blockers(xs, y, float_path, surrogates, context) -> list:
+    """Ops on the float paths from x to y (``float_path``) that stop the gradient,
+    also inside the functions that call ops on them run (If branches, loop bodies);
+    when no float path is left, the integer or bool edges that cut them."""
+    blockers = _stoppers(float_path, surrogates, context, None)
     if y.op not in float_path:
         any_path = _between(xs, y, only_differentiable=False)
         for op in sorted(any_path, key=lambda op: op.name):
@@ -358,6 +341,112 @@ class _Surrogate(NamedTuple):
     spec: str
     group: bytes  # the _graphgrad_group of its nodes
     bypasses: bool  # whether its gradient goes around the source node
+
+
+@dataclass
+class _Context:
+    """What the search for blockers needs at every depth. Function names come from
+    the file's GraphDef: once differentiated, TensorFlow's If ops call
+    ``<branch>_rewritten`` copies, which no rule could select."""
+
+    unresolved: set
+    path: str
+    graph_def: object  # the loaded graph as the file holds it
+    seen: set = field(default_factory=set)  # functions looked into
+
+    @cached_property
+    def registry(self):
+        from tensorflow.python.framework import ops as tf_ops
+
+        return tf_ops._gradient_registry
+
+    @cached_property
+    def library(self) -> dict:
+        return {function.signature.name: function for function in self.graph_def.library.function}
+
+    @cached_property
+    def top_level(self) -> dict:
+        return {node.name: node for node in self.graph_def.node}
+
+
+def _stoppers(float_path, surrogates, context: _Context, function: str | None) -> list:
+    """The blockers among ``float_path``'s ops (in ``function``'s body, if given).
+    The ops of --embed surrogates, and the nodes whose gradient a surrogate's
+    replacement bypasses, stop gradients on purpose and are left out."""
+    groups = {surrogate.group for surrogate in surrogates.values()}
+    on_purpose = {surrogate.source for surrogate in surrogates.values() if surrogate.bypasses} | {
+        op.name for op in float_path if GROUP in op.node_def.attr and op.node_def.attr[GROUP].s in groups
+    }
+    blockers = []
+    for op in sorted(float_path, key=lambda op: op.name):
+        override = _override(op)
+        if op.name in on_purpose:
+            continue
+        if override is None and op.type in CALL_OPS:
+            call = context.top_level.get(op.name, op.node_def) if function is None else op.node_def
+            blockers += _function_stoppers(call, context)
+            continue
+        reason = _reason(op.type, override, context)
+        if reason:
+            node = op.name if function is None else f"{function}/{op.name}"
+            where = "" if function is None else f" (in function {function})"
+            blockers.append(Blocker(node, op.type, reason + where, _fix(context.path, node, override, op.type)))
+    return blockers
+
+
+def _function_stoppers(call, context: _Context) -> list:
+    """The blockers inside the functions the NodeDef ``call`` runs: If/Case
+    branches, While bodies, the ``f`` of a call op (not a While's ``cond``: its
+    output is a bool)."""
+    from tensorflow.core.framework.function_pb2 import FunctionDef
+    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
+
+    blockers = []
+    for name in _called_functions(call):
+        if name in context.seen or name not in context.library:
+            continue
+        context.seen.add(name)
+        try:
+            body = function_def_to_graph(_tf_message(FunctionDef, context.library[name]))
+        except Exception:  # noqa: BLE001  best effort: a body TF cannot rebuild on its own is
+            continue  # not looked into; the gradients above were computed all the same
+        float_path = set().union(*(
+            _between(body.inputs, output, only_differentiable=True)
+            for output in body.outputs if _differentiable(output.dtype)
+        ))
+        blockers += _stoppers(float_path, _surrogates(body), context, name)
+    return blockers
+
+
+def _called_functions(node_def) -> list:
+    names = []
+    for key in ("then_branch", "else_branch", "branches", "body", "f"):
+        if key in node_def.attr:
+            value = node_def.attr[key]
+            names += [value.func.name] if value.HasField("func") else [call.name for call in value.list.func]
+    return names
+
+
+def _reason(op_type: str, override, context: _Context) -> str | None:
+    """Why an op of ``op_type`` (with ``override``) stops the gradient, or None."""
+    if override is not None:
+        if override not in context.unresolved:
+            return None
+        why = "left by tf.custom_gradient" if CUSTOM_GRADIENT.match(override) else "not registered here"
+        return f"override {override!r} cannot be resolved ({why})"
+    if op_type in STOPPERS:
+        return f"{op_type} stops the gradient"
+    if op_type in ZERO_GRADIENT:
+        return "TensorFlow's gradient is zero everywhere"
+    if op_type in NONE_GRADIENT:
+        return "TensorFlow's gradient is None"
+    try:
+        if context.registry.lookup(op_type) is None:
+            return "PyFunc has no gradient unless overridden" if "PyFunc" in op_type else (
+                "TensorFlow registers it as not differentiable")
+    except LookupError:
+        return "no gradient is registered for this op type"
+    return None
 
 
 def _surrogates(graph) -> dict:

@@ -60,17 +60,42 @@ def test_a_transform_embedded_on_a_sign_still_shows_the_sign_as_the_blocker(tmp_
     assert report["embedded"] == [["dense1/Sign", "reverse(strength=1.0)"]]
 
 
+def renamed_functions_copy(tmp_path, suffix):
+    """functions.pb with function names of its own: TensorFlow keeps the gradient
+    functions of If branches process-wide by branch name, so graphs that other
+    tests differentiate under the same names would share them."""
+    import graphgrad
+
+    model = graphgrad.read_model(fixture("functions.pb"))
+    graphgrad.rename_functions(model, suffix)
+    path = tmp_path / f"functions{suffix}.pb"
+    graphgrad.write_model(model, str(path))
+    return path
+
+
+def test_blockers_inside_if_branches_are_named_as_rules_select_them(tmp_path):
+    source = renamed_functions_copy(tmp_path, "_b")
+    report = check_json(source, "--x", "x", "--y", "Identity", "--feed", "flag=true", expect=1)
+    assert [(b["node"], b["reason"]) for b in report["blockers"]] == [
+        ("cond_true_39_b/cond/Sign", "TensorFlow's gradient is zero everywhere (in function cond_true_39_b)"),
+        ("cond_false_40_b/cond/Sign", "TensorFlow's gradient is zero everywhere (in function cond_false_40_b)"),
+    ]
+    # the fix as given (not TensorFlow's cond_true_39_rewritten copy): it selects the node and helps
+    fixed = tmp_path / "fixed.pb"
+    command = report["blockers"][0]["fix"].replace("OUT", str(fixed)).replace("'", "").split()
+    assert command[:2] == ["graphgrad", "rewrite"]
+    run_cli(*command[1:])
+    fixed_report = check_json(fixed, "--x", "x", "--y", "Identity", "--feed", "flag=true", expect=0)
+    assert [g["status"] for g in fixed_report["gradients"]] == ["finite"]
+    assert [b["node"] for b in fixed_report["blockers"]] == ["cond_false_40_b/cond/Sign"]
+
+
 def test_an_edited_branch_is_compared_without_its_overrides(tmp_path):
     # the plain graph's If branches keep their names in the reset model; loaded after the
     # patched one in the same process, TensorFlow's cond_v2 gradient functions would clash
-    import graphgrad
-
     inserted = tmp_path / "inserted.pb"
-    run_cli("insert", fixture("functions.pb"), "--at", "cond_true_39/cond/Sign:y:0", "--grad", "identity",
-            "-o", inserted)
-    model = graphgrad.read_model(str(inserted))  # names of its own: other tests load functions.pb here too
-    graphgrad.rename_functions(model, "_inserted")
-    graphgrad.write_model(model, str(inserted))
+    run_cli("insert", renamed_functions_copy(tmp_path, "_i"), "--at", "cond_true_39_i/cond/Sign:y:0",
+            "--grad", "identity", "-o", inserted)
     report = check_json(inserted, "--x", "x", "--y", "Identity", "--feed", "flag=true", expect=1)
     assert [g["status"] for g in report["without_overrides"]] == ["zero"]
     assert report["without_overrides"][0]["error"] is None
