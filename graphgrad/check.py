@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from .edit import EMBED_SPEC, GROUP, SOURCE, rename_functions
+from .edit import EMBED_SPEC, GROUP, SOURCE, function_calls, rename_functions
 from .embed import surrogate_for
 from .errors import GraphgradError, UnresolvedGradientsError
 from .io import read_model
@@ -419,12 +419,8 @@ def _function_stoppers(call, context: _Context) -> list:
 
 
 def _called_functions(node_def) -> list:
-    names = []
-    for key in ("then_branch", "else_branch", "branches", "body", "f"):
-        if key in node_def.attr:
-            value = node_def.attr[key]
-            names += [value.func.name] if value.HasField("func") else [call.name for call in value.list.func]
-    return names
+    keys = ("then_branch", "else_branch", "branches", "body", "f")
+    return [call.name for key in keys if key in node_def.attr for call in function_calls(node_def.attr[key])]
 
 
 def _reason(op_type: str, override, context: _Context) -> str | None:

@@ -257,11 +257,17 @@ def rename_functions(model: Model, suffix: str) -> None:
             gradient.gradient_func = names.get(gradient.gradient_func, gradient.gradient_func)
 
 
-def _rename_in_attr(value, names: dict) -> None:
+def function_calls(value) -> list:
+    """The functions an AttrValue names (``func``, or a ``list`` of them), each a
+    NameAttrList: the function's name and its attributes, which may name more."""
     calls = [value.func] if value.HasField("func") else []
     if value.HasField("list"):
         calls += value.list.func
-    for call in calls:  # NameAttrList: a function and its attributes, which may name more
+    return calls
+
+
+def _rename_in_attr(value, names: dict) -> None:
+    for call in function_calls(value):
         call.name = names.get(call.name, call.name)
         for nested in call.attr.values():
             _rename_in_attr(nested, names)
