@@ -10,7 +10,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
-from .batch import BatchOptions, Item, plan, run, with_output
+from .batch import BatchOptions, Item, plan, run, sweep, with_output
 from .errors import GraphgradError, ModelWriteError
 from .io import (
     SourceFile,
@@ -31,7 +31,9 @@ class OutputOptions:
     """Where and how a changed model is written.
 
     Exactly one of ``out`` / ``in_place`` / ``dry_run`` applies. ``encoding``
-    (binary or text) defaults to the input's.
+    (binary or text) defaults to the input's. ``sweep_temporaries``: remove the
+    temporaries killed writers left for the target before writing it (a batch
+    does that once per directory instead, and turns it off for its files).
     """
 
     out: str | None = None
@@ -40,6 +42,7 @@ class OutputOptions:
     encoding: str | None = None
     backup: str | None = None
     make_directories: bool = False
+    sweep_temporaries: bool = True
 
 
 @dataclass
@@ -81,7 +84,7 @@ def _change_file(path: str, output: OutputOptions, kind: str | None, operation,
     result_model, report = operation(model)
     same_encoding = output.encoding in (None, model.encoding)
     return _finish(path, target, output, report, same_encoding,
-                   lambda out: write_model(result_model, out, output.encoding))
+                   lambda out: write_model(result_model, out, output.encoding, output.sweep_temporaries))
 
 
 def _finish(path: str, target: str | None, output: OutputOptions, report, same_encoding: bool, write) -> FileResult:
@@ -90,7 +93,7 @@ def _finish(path: str, target: str | None, output: OutputOptions, report, same_e
     result = FileResult(input=path, output=target, report=report)
     if target and not (output.in_place and not report.changed and same_encoding):
         if output.in_place and output.backup:
-            backup_file(path, output.backup)
+            backup_file(path, output.backup, output.sweep_temporaries)
         if output.make_directories:
             make_parent_directories(target)
         result.written = write(target)
@@ -138,7 +141,8 @@ def _change_graphdef_file(path: str, output: OutputOptions, kind: str | None, fa
                 # the file's bytes are not kept past the parse: they would double a frozen model's footprint
                 model = model_from_bytes(source.read(0, source.size), path, kind)
             else:
-                return _finish(path, target, output, report, True, lambda out: write_chunks(out, chunks, source))
+                return _finish(path, target, output, report, True,
+                               lambda out: write_chunks(out, chunks, source, output.sweep_temporaries))
         return _change_file(path, output, kind, operation, model)
     return _change_file(path, output, kind, operation)
 
@@ -206,6 +210,7 @@ def _batch(paths, output: OutputOptions, batch: BatchOptions, work, progress) ->
         raise GraphgradError(
             f"-o names one output, but {len(items) + len(problems)} models were given; use --out-dir or --in-place"
         )
+    sweep(items, output)
     with progress(len(items)) if progress else nullcontext() as tick:
         results = run(items, work, batch, tick)
     results = [

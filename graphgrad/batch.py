@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, replace
 
 from .errors import GraphgradError
-from .io import expand_pattern, find_models, is_saved_model_dir, load_gradient_module
+from .io import expand_pattern, find_models, is_saved_model_dir, load_gradient_module, remove_stale_temporaries
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,26 @@ def run(items, work, batch: BatchOptions, progress=None) -> list:
     return results + [None] * (len(items) - len(results))
 
 
+def sweep(items, output) -> None:
+    """Remove the temporaries killed writers left where the items will be written:
+    one listing per directory, where each file's own write would list its
+    directory again (quadratic in a zoo of one folder). :func:`with_output` then
+    turns the per-file sweep off."""
+    if output.dry_run or not output.sweep_temporaries:
+        return
+    directories = set()
+    for item in items:
+        target = item.out or output.out or (item.path if output.in_place else None)
+        if target:
+            directories.add(os.path.dirname(os.path.abspath(target)))
+            if os.path.isdir(target):  # a SavedModel rewritten in its own directory
+                directories.add(target)
+    for directory in sorted(directories):
+        remove_stale_temporaries(directory)
+
+
 def with_output(output, item: Item):
-    """The per-file output options for ``item``."""
-    return replace(output, out=item.out, make_directories=True) if item.out else output
+    """The per-file output options for ``item`` (whose directory :func:`sweep` did)."""
+    if item.out:
+        return replace(output, out=item.out, make_directories=True, sweep_temporaries=False)
+    return replace(output, sweep_temporaries=False)

@@ -27,6 +27,8 @@ SAVED_MODEL_FILES = {BINARY: "saved_model.pb", TEXT: "saved_model.pbtxt"}
 SAVED_MODEL_MEMBERS = ("variables", "assets", "assets.extra", "keras_metadata.pb")
 PROTOBUF_LIMIT = 2**31 - 1
 TEMP_SUFFIX = ".graphgrad-tmp"
+# .TARGET.PID.RANDOM.graphgrad-tmp, as mkstemp/mkdtemp make them below (RANDOM has no dot)
+_TEMPORARY = re.compile(r"\.(?P<target>.+)\.(?P<pid>\d+)\.[^.]+" + re.escape(TEMP_SUFFIX) + r"(\.old)?\Z", re.DOTALL)
 COPY_BLOCK = 1 << 20  # bytes per read where a range cannot be copied in the kernel
 MODEL_SUFFIXES = (".pb", ".pbtxt", ".meta")
 NOT_MODELS = {"fingerprint.pb", "keras_metadata.pb"}
@@ -248,24 +250,25 @@ def serialize(model: Model, encoding: str | None = None) -> bytes:
         ) from None
 
 
-def write_model(model: Model, out: str, encoding: str | None = None) -> bool:
+def write_model(model: Model, out: str, encoding: str | None = None, sweep: bool = True) -> bool:
     """Write ``model`` to ``out`` atomically, in ``encoding`` (default: as read).
 
     A SavedModel goes to the directory ``out`` (or ``out``'s directory, when
     ``out`` names a ``saved_model.pb``/``.pbtxt``); written anywhere but its own
     directory, its variables and assets come along so the result loads. Returns
     False when ``out`` already held exactly these bytes (nothing was written).
+    ``sweep``: see :func:`write_chunks`.
     """
     encoding = encoding or model.encoding
     data = serialize(model, encoding)
     if model.kind != SAVEDMODEL:
-        return _atomic_write(out, data)
+        return _atomic_write(out, data, sweep=sweep)
     out_dir = os.path.dirname(out) if os.path.basename(out) in SAVED_MODEL_FILES.values() else out
     out_dir = out_dir or "."
     filename = SAVED_MODEL_FILES[encoding]
     if model.root and _same_directory(out_dir, model.root):
-        return _atomic_write(os.path.join(out_dir, filename), data)
-    _write_saved_model_dir(model, data, out_dir, filename)
+        return _atomic_write(os.path.join(out_dir, filename), data, sweep=sweep)
+    _write_saved_model_dir(model, data, out_dir, filename, sweep)
     return True
 
 
@@ -276,15 +279,19 @@ def _same_directory(a: str, b: str) -> bool:
         return False
 
 
-def write_chunks(path: str, chunks, source: SourceFile | None = None) -> bool:
+def write_chunks(path: str, chunks, source: SourceFile | None = None, sweep: bool = True) -> bool:
     """Write chunks in order to ``path``, atomically (for outputs never held whole).
 
     A chunk is bytes, or a ``(start, end)`` range of ``source``, copied as it is.
+    ``sweep``: first remove the temporaries killed writers left for ``path``; a
+    batch turns it off after one :func:`remove_stale_temporaries` per directory,
+    since listing the directory once per file would make a batch quadratic.
     """
-    return _atomic_write(path, chunks, source)
+    return _atomic_write(path, chunks, source, sweep=sweep)
 
 
-def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bool = False) -> bool:
+def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bool = False,
+                  sweep: bool = True) -> bool:
     """Write ``data`` (bytes, or chunks as for :func:`write_chunks`) through a
     temporary file; flushed to disk first if ``durable`` or if it replaces a file."""
     chunks = [data] if isinstance(data, (bytes, bytearray)) else list(data)
@@ -293,7 +300,8 @@ def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bo
         if os.path.isfile(path) and os.path.getsize(path) == _length(chunks) and _holds(path, chunks, source):
             return False
         directory = os.path.dirname(os.path.abspath(path))
-        _remove_stale_temporaries(directory, os.path.basename(path))
+        if sweep:
+            remove_stale_temporaries(directory, os.path.basename(path))
         descriptor, temporary = tempfile.mkstemp(
             prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=directory
         )
@@ -345,23 +353,21 @@ def _holds(path: str, chunks, source: SourceFile | None) -> bool:
     return True
 
 
-def _remove_stale_temporaries(directory: str, basename: str) -> None:
-    """Remove temporaries a killed graphgrad process left for this target.
+def remove_stale_temporaries(directory: str, basename: str | None = None) -> None:
+    """Remove the temporaries killed graphgrad processes left in ``directory``
+    (only those for the target ``basename``, if given).
 
-    Their names (``.BASENAME.PID.RANDOM.graphgrad-tmp``) carry the writer's pid;
-    only those of processes that are gone are removed, so a concurrent writer's
-    file is never touched.
+    Their names (``.BASENAME.PID.RANDOM.graphgrad-tmp``, and ``.old`` after it for a
+    SavedModel being swapped) carry the writer's pid; only those of processes that
+    are gone are removed, so a concurrent writer's file is never touched.
     """
     try:
         names = os.listdir(directory)
     except OSError:
         return
-    prefix = f".{basename}."
     for name in names:
-        if not name.startswith(prefix) or TEMP_SUFFIX not in name:
-            continue
-        pid = name[len(prefix):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        match = _TEMPORARY.match(name)
+        if match and basename in (None, match["target"]) and not _alive(int(match["pid"])):
             _remove(os.path.join(directory, name))
 
 
@@ -392,7 +398,7 @@ def _remove(path: str) -> None:
         pass
 
 
-def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: str) -> None:
+def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: str, sweep: bool) -> None:
     replacing = os.path.exists(out_dir)
     if replacing and not (
         os.path.isdir(out_dir)
@@ -407,7 +413,8 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
     parent = os.path.dirname(os.path.abspath(out_dir))
     staging = backup = None
     try:
-        _remove_stale_temporaries(parent, os.path.basename(out_dir))
+        if sweep:
+            remove_stale_temporaries(parent, os.path.basename(out_dir))
         staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent)
         for member in SAVED_MODEL_MEMBERS:
             source = os.path.join(model.root or "", member)
@@ -548,15 +555,16 @@ def read_rules_file(path: str) -> dict:
         raise GraphgradError(f"{path} is not valid TOML: {error}") from None
 
 
-def backup_file(path: str, suffix: str) -> str:
+def backup_file(path: str, suffix: str, sweep: bool = True) -> str:
     """Copy ``path`` to ``path + suffix`` (atomically, in the kernel) before it is
     overwritten; on disk before the original is replaced, so a crash never loses both.
-    For a SavedModel directory, the graph file inside it is what gets replaced."""
+    For a SavedModel directory, the graph file inside it is what gets replaced.
+    ``sweep``: see :func:`write_chunks`."""
     if os.path.isdir(path):
         path = _saved_model_file(path)
     target = path + suffix
     with SourceFile(path) as source:
-        _atomic_write(target, [(0, source.size)], source, durable=True)
+        _atomic_write(target, [(0, source.size)], source, durable=True, sweep=sweep)
     return target
 
 

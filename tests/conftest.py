@@ -1,5 +1,7 @@
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -45,3 +47,10 @@ def fast_rewrite(data: bytes, rewrite_options: RewriteOptions):
     """(output bytes, report) of the fast path for binary GraphDefs."""
     chunks, report = rewrite_graphdef_bytes(data, rewrite_options)
     return b"".join(bytes(chunk) for chunk in chunks), report
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited: a killed writer's, as far as its temporaries tell."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid

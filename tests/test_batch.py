@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import fixture, run_cli
+from conftest import dead_pid, fixture, run_cli
 from graphgrad import iter_nodes, read_model
 
 
@@ -79,6 +79,42 @@ def test_backup_of_a_saved_model_directory_keeps_its_graph_file(zoo):
     assert overrides(exported) == ["graphgrad/ste(clip=1.0)"]
     listed = run_cli("ops", "-r", zoo).stdout
     assert "saved_model.pb.orig" not in listed  # a backup is not taken for a model
+
+
+def test_an_in_place_batch_removes_what_killed_writers_left(zoo):
+    dead = dead_pid()
+    stale = [
+        zoo / "team_a" / "binary" / f".net.pb.{dead}.a1b2c3d.graphgrad-tmp",  # a file being written
+        zoo / "team_b" / "exported" / f".saved_model.pb.{dead}.e4f5g6h.graphgrad-tmp",  # a SavedModel's graph
+        zoo / "team_b" / f".exported.{dead}.i7j8k9l.graphgrad-tmp",  # a SavedModel being staged
+    ]
+    for path in stale:
+        path.write_bytes(b"partial")
+    run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--in-place", "-j", "2")
+    assert [path for path in stale if path.exists()] == []
+
+
+def test_a_batch_lists_each_output_directory_once_not_once_per_file(zoo, tmp_path, monkeypatch):
+    """Listing the directory per written file made a zoo of one folder quadratic."""
+    from graphgrad import OutputOptions, parse_rule, rewrite_files
+    from graphgrad.batch import BatchOptions
+    from graphgrad.rewrite import RewriteOptions
+
+    folder = zoo / "team_a" / "binary"
+    for index in range(5):
+        shutil.copy(folder / "net.pb", folder / f"net{index}.pb")
+    out = tmp_path / "out"
+    mirror = out / "team_a" / "binary"
+    mirror.mkdir(parents=True)
+    stale = mirror / f".net3.pb.{dead_pid()}.a1b2c3d.graphgrad-tmp"
+    stale.write_bytes(b"partial")
+    listed, list_directory = [], os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path=".": listed.append(os.path.abspath(path)) or list_directory(path))
+    results = rewrite_files([str(folder)], RewriteOptions(rules=(parse_rule("op", "Sign=ste"),)), OutputOptions(),
+                            batch=BatchOptions(out_dir=str(mirror)))
+    assert [result.status for result in results] == ["changed"] * 6
+    assert listed.count(str(mirror)) == 1
+    assert sorted(os.listdir(mirror)) == sorted(["net.pb"] + [f"net{index}.pb" for index in range(5)])
 
 
 def test_jobs_give_the_same_results(zoo, tmp_path):

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from conftest import fixture
+from conftest import dead_pid, fixture
 from graphgrad import ModelReadError, ModelWriteError, read_model, serialize, write_model
 from graphgrad.io import parse_model_bytes
 
@@ -196,3 +196,31 @@ def test_an_input_shortened_while_it_is_copied_is_an_error_and_leaves_no_output(
         with pytest.raises(ModelReadError, match="changed while it was read"):
             write_chunks(str(out), [b"head", (0, 10_000)], source)
     assert os.listdir(tmp_path) == ["in.pb"]
+
+
+def test_a_write_removes_what_killed_writers_left_for_its_target_only(tmp_path):
+    dead, alive = dead_pid(), os.getpid()
+    left = {
+        f".out.pb.{dead}.k3x9_a1.graphgrad-tmp": True,          # a killed writer's, for this target
+        f".out.pb.{alive}.q7w2e4r.graphgrad-tmp": False,        # a live writer's
+        f".other.pb.{dead}.z1x2c3v.graphgrad-tmp": False,       # another target's
+        "notes.txt": False,
+    }
+    for name in left:
+        (tmp_path / name).write_bytes(b"partial")
+    write_model(read_model(fixture("binary_net.pb")), str(tmp_path / "out.pb"))
+    assert sorted(os.listdir(tmp_path)) == sorted(["out.pb"] + [name for name, gone in left.items() if not gone])
+
+
+def test_a_sweep_of_a_directory_removes_every_killed_writers_temporary(tmp_path):
+    from graphgrad.io import remove_stale_temporaries
+
+    dead, alive = dead_pid(), os.getpid()
+    (tmp_path / f".a.1.pb.{dead}.k3x9_a1.graphgrad-tmp").write_bytes(b"partial")  # dots and digits in the target
+    (tmp_path / f".model.{dead}.b8n7m6q.graphgrad-tmp").mkdir()  # a SavedModel being staged
+    (tmp_path / f".model.{dead}.c1v2b3n.graphgrad-tmp.old").mkdir()  # and one being swapped out
+    (tmp_path / f".b.pb.{alive}.q7w2e4r.graphgrad-tmp").write_bytes(b"in progress")
+    (tmp_path / f".b.pb.{dead}.graphgrad-tmp").write_bytes(b"not graphgrad's naming")
+    remove_stale_temporaries(str(tmp_path))
+    kept = [f".b.pb.{alive}.q7w2e4r.graphgrad-tmp", f".b.pb.{dead}.graphgrad-tmp"]
+    assert sorted(os.listdir(tmp_path)) == sorted(kept)
