@@ -74,16 +74,16 @@ class RewriteReport:
         return dict(sorted(Counter(self._column(2)).items()))
 
     def groups(self, examples: int = 3) -> list:
-        """``(op type, new value, nodes, of which replaced, first node names)`` per
-        op type and new value, in order of first appearance."""
-        nodes, op_types, olds, news = (self._column(index) for index in (1, 2, 3, 4))
+        """``(op type, new value, nodes, of which replaced, first nodes)`` per op
+        type and new value, in order of first appearance; a node is ``(graph, name)``."""
+        graphs, nodes, op_types, olds, news = (self._column(index) for index in range(5))
         keys = list(zip(op_types, news))
         counts = Counter(keys)
         replaced = Counter(key for key, old in zip(keys, olds) if old is not None)
         names = {key: [] for key in counts}
-        for key, node in zip(keys, nodes):
+        for key, graph, node in zip(keys, graphs, nodes):
             if len(names[key]) < examples:
-                names[key].append(node)
+                names[key].append((graph, node))
                 if all(len(found) == min(examples, counts[k]) for k, found in names.items()):
                     break
         return [(op_type, new, count, replaced[op_type, new], names[op_type, new])

@@ -88,6 +88,11 @@ def test_in_place_saved_model_and_text_output(tmp_path, work):
     assert read_model(str(out)).encoding == "text"
 
 
+def test_examples_name_their_meta_graph_when_a_saved_model_holds_several():
+    result = run_cli("rewrite", fixture("saved_model_two_tags"), "--op", "Sign=ste", "--dry-run")
+    assert "graphgrad/ste(clip=1.0)  meta_graph 0 [serve]: Sign, meta_graph 1 [train]: Sign" in result.stdout
+
+
 def test_repair_custom_gradient_in_one_command(tmp_path):
     out = tmp_path / "repaired.meta"
     run_cli("rewrite", fixture("custom_gradient.meta"), "--node", "IdentityN=identity", "--force", "-o", out)

@@ -10,7 +10,7 @@ from ..io import load_gradient_module, read_rules_file
 from ..rewrite import RewriteOptions
 from ..select import NODE, OP, parse_rule, repair_rule, rules_from_document
 from . import options
-from .render import finish_batch, progress_bar, table
+from .render import finish_batch, in_graph, progress_bar, table
 
 
 @click.command("rewrite")
@@ -78,8 +78,8 @@ def _summarize_report(report) -> str:
 
 def _render_report(report, dry_run) -> list[str]:
     rows = []
-    for op_type, new, count, replaced, names in report.groups():
-        text = ", ".join(names[:2]) + (", ..." if count > 2 else "")
+    for op_type, new, count, replaced, nodes in report.groups():
+        text = ", ".join(in_graph(graph) + name for graph, name in nodes[:2]) + (", ..." if count > 2 else "")
         rows.append([op_type, count, new, text + (f"  ({replaced} replaced)" if replaced else "")])
     lines = [table(rows)] if rows else []
     summary = f"  {'would change' if dry_run else 'changed'} {sum(row[1] for row in rows)} node(s)"
