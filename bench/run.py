@@ -96,7 +96,9 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False):
         "graphgrad ops": GRAPHGRAD + ["ops", source],
         **counts,
         "TensorFlow route": [PYTHON, os.path.join(HERE, "tf_route.py"), source, op_type, attr, out],
-        "protobuf floor (parse+set+write)": [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out],
+        "protobuf floor (parse+set+write)": [
+            PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out,
+        ],
         "protobuf parse only": [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source],
         "copy (I/O limit)": ["cp", source, out],
         "copy + fsync (durable I/O limit)": ["sh", "-c", 'cp "$0" "$1" && sync "$1"', source, out],

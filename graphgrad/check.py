@@ -324,7 +324,10 @@ def _blockers(xs, y, float_path, surrogates, context) -> list:
     if y.op not in float_path:
         any_path = _between(xs, y, only_differentiable=False)
         for op in sorted(any_path, key=lambda op: op.name):
-            edges = [t for t in op.outputs if not _differentiable(t.dtype) and any(c in any_path for c in t.consumers())]
+            edges = [
+                t for t in op.outputs
+                if not _differentiable(t.dtype) and any(c in any_path for c in t.consumers())
+            ]
             if edges and any(_differentiable(t.dtype) for t in op.inputs):
                 blockers.append(Blocker(
                     op.name, op.type,

@@ -148,5 +148,7 @@ def _surrogate_function(builder: _Builder, stage, x: str) -> str:
     bx = builder.node("Mul", "bx", x, builder.const(args["beta"]))
     s = builder.node("Sigmoid", "sigmoid", bx)
     one = builder.const(1.0)
-    inner = builder.node("AddV2", "inner", one, builder.node("Mul", "bx_1_s", bx, builder.node("Sub", "one_minus_s", one, s)))
-    return builder.node("Sub", "swish_sign", builder.node("Mul", "two_s_inner", builder.node("Mul", "two_s", s, builder.const(2.0)), inner), one)
+    inner = builder.node("AddV2", "inner", one,
+                         builder.node("Mul", "bx_1_s", bx, builder.node("Sub", "one_minus_s", one, s)))
+    two_s = builder.node("Mul", "two_s", s, builder.const(2.0))
+    return builder.node("Sub", "swish_sign", builder.node("Mul", "two_s_inner", two_s, inner), one)

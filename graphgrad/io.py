@@ -415,7 +415,9 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
     try:
         if sweep:
             remove_stale_temporaries(parent, os.path.basename(out_dir))
-        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent)
+        staging = tempfile.mkdtemp(
+            prefix=f".{os.path.basename(out_dir)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent
+        )
         for member in SAVED_MODEL_MEMBERS:
             source = os.path.join(model.root or "", member)
             if model.root and os.path.isdir(source):

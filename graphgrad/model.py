@@ -118,4 +118,6 @@ def iter_graph_nodes(graph_def, label: str = "", functions: bool = True, op_type
 
 def iter_nodes(model: Model, functions: bool = True, op_types=None) -> list[NodeRef]:
     """Every node of every graph in ``model`` (of ``op_types`` only, if given)."""
-    return [ref for label, graph_def in model.graphs() for ref in iter_graph_nodes(graph_def, label, functions, op_types)]
+    return [
+        ref for label, graph_def in model.graphs() for ref in iter_graph_nodes(graph_def, label, functions, op_types)
+    ]

@@ -116,7 +116,9 @@ def rules_from_document(document: dict, origin: str) -> tuple:
             raise SelectionError(f"{where}: expected a table")
         extra = set(entry) - _RULE_KEYS
         if extra:
-            raise SelectionError(f"{where}: unknown keys {', '.join(sorted(extra))}; known: {', '.join(sorted(_RULE_KEYS))}")
+            raise SelectionError(
+                f"{where}: unknown keys {', '.join(sorted(extra))}; known: {', '.join(sorted(_RULE_KEYS))}"
+            )
         if ("op" in entry) == ("node" in entry):
             raise SelectionError(f"{where}: give exactly one of op = \"TYPE\" or node = \"GLOB\"")
         selector = OP if "op" in entry else NODE

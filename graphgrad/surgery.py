@@ -75,7 +75,9 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
         producer = scope.node(scope.split_ref(ref)[0])
         dtype = options.dtype or scope.dtype_of(ref)
         if dtype is None:
-            raise GraphgradError(f"cannot tell the dtype of {options.tensor} from {producer.name}'s attributes; give --dtype")
+            raise GraphgradError(
+                f"cannot tell the dtype of {options.tensor} from {producer.name}'s attributes; give --dtype"
+            )
         if options.embed:
             node, new_ref = build_embedded(scope, ref, ref, dtype, options.spec, producer.name, producer.device)
         else:

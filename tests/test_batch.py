@@ -156,7 +156,8 @@ node = "binarize_input/*"
 gradient = "identity"
 """)
     out = tmp_path / "net.pb"
-    run_cli("rewrite", zoo / "team_a" / "binary" / "net.pb", "--rules", rules, "--node", "dense2/logits=tf:Identity", "-o", out)
+    run_cli("rewrite", zoo / "team_a" / "binary" / "net.pb", "--rules", rules,
+            "--node", "dense2/logits=tf:Identity", "-o", out)
     values = {r.name: r.override for r in iter_nodes(read_model(str(out))) if r.override}
     assert values == {
         "binarize_input/Sign": "graphgrad/identity",

@@ -25,7 +25,8 @@ def test_sign_blocks_until_rewritten(tmp_path):
         ("binarize_input/Sign", "TensorFlow's gradient is zero everywhere"),
         ("dense1/Sign", "TensorFlow's gradient is zero everywhere"),
     ]
-    assert report["blockers"][0]["fix"] == f"graphgrad rewrite {fixture('binary_net.pb')} --node 'binarize_input/Sign=ste' -o OUT"
+    fix = f"graphgrad rewrite {fixture('binary_net.pb')} --node 'binarize_input/Sign=ste' -o OUT"
+    assert report["blockers"][0]["fix"] == fix
 
     patched = tmp_path / "patched.pb"
     run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=identity", "-o", patched)
@@ -34,7 +35,8 @@ def test_sign_blocks_until_rewritten(tmp_path):
     report = check_json(patched, "--x", "x", "--y", "dense2/logits", expect=0)
     assert report["ok"] and report["blockers"] == []
     assert [g["status"] for g in report["without_overrides"]] == ["zero"]
-    assert [node for node, _ in report["idle_overrides"]] == ["dense1/binarize_weights/Sign", "dense2/binarize_weights/Sign"]
+    idle = [node for node, _ in report["idle_overrides"]]
+    assert idle == ["dense1/binarize_weights/Sign", "dense2/binarize_weights/Sign"]
 
 
 def test_embedded_surrogates_are_listed_not_blamed(tmp_path):
@@ -124,7 +126,8 @@ def test_a_savedmodel_with_several_metagraphs_needs_a_tag():
         (("--tag", "eval"), "has the tag set 'eval'; its tag sets: serve; train"),
     ]:
         assert message in run_cli("check", model, "--x", "x", "--y", "loss", *args, expect=2).stderr
-    wrong_kind = run_cli("check", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "--tag", "serve", expect=2)
+    wrong_kind = run_cli("check", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "--tag", "serve",
+                         expect=2)
     assert "--tag chooses a MetaGraphDef of a SavedModel; " in wrong_kind.stderr
 
 
@@ -132,7 +135,9 @@ def test_round_and_pyfunc_give_none():
     report = check_json(fixture("ops_mix.pb"), "--x", "x", "--y", "out", expect=1)
     assert report["gradients"][0]["status"] == "none"
     reasons = {b["node"]: b["reason"] for b in report["blockers"]}
-    assert reasons == {"round": "TensorFlow's gradient is None", "py_identity": "PyFunc has no gradient unless overridden"}
+    assert reasons == {
+        "round": "TensorFlow's gradient is None", "py_identity": "PyFunc has no gradient unless overridden",
+    }
 
 
 def test_dangling_override_is_named():
@@ -182,7 +187,8 @@ def test_feeds_nan_and_disconnected(tmp_path):
 def test_usage_errors_exit_2(tmp_path):
     result = run_cli("check", fixture("binary_net.pb"), "--x", "xx", "--y", "dense2/logits", expect=2)
     assert "no tensor 'xx' in the graph; close ones: x:0" in result.stderr
-    result = run_cli("check", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "--feed", "x=oops", expect=2)
+    result = run_cli("check", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "--feed", "x=oops",
+                     expect=2)
     assert "expected a number, a JSON list or a .npy file" in result.stderr
 
 

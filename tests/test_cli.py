@@ -103,11 +103,13 @@ def test_repair_custom_gradient_in_one_command(tmp_path):
 @pytest.mark.parametrize(
     "args, expect, message",
     [
-        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste"], 2, "exactly one of -o OUT, --out-dir DIR, --in-place, --dry-run"),
+        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste"], 2,
+         "exactly one of -o OUT, --out-dir DIR, --in-place, --dry-run"),
         (["rewrite", "fixtures/binary_net.pb", "--dry-run"], 2, "give at least one rule"),
         (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=stee", "--dry-run"], 1, "Did you mean ste?"),
         (["rewrite", "fixtures/binary_net.pb", "--op", "sign=ste", "--dry-run"], 1, "did you mean Sign?"),
-        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", "fixtures/binary_net.pb"], 1, "use --in-place"),
+        (["rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", "fixtures/binary_net.pb"], 1,
+         "use --in-place"),
         (["rewrite", "fixtures/custom_gradient.meta", "--op", "IdentityN=ste", "--dry-run"], 1, "add --force"),
         (["ops", "fixtures/absent.pb"], 1, "cannot read fixtures/absent.pb"),
         (["ops", "tests/golden"], 1, "tests/golden holds no model"),
@@ -164,7 +166,11 @@ def test_user_gradients_module(tmp_path):
 
 @pytest.mark.parametrize(
     "content, message",
-    [(b"", "is empty"), (b"\x0a\x05trunc", "not a TensorFlow graph file"), (bytes(range(256)), "not a TensorFlow graph file")],
+    [
+        (b"", "is empty"),
+        (b"\x0a\x05trunc", "not a TensorFlow graph file"),
+        (bytes(range(256)), "not a TensorFlow graph file"),
+    ],
 )
 def test_bad_input_writes_nothing(tmp_path, content, message):
     bad = tmp_path / "bad.pb"

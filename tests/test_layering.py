@@ -33,7 +33,10 @@ ALLOWED = {
     "api": {"batch", "diff", "errors", "io", "model", "rewrite", "summary", "surgery", "wire"},
     "runtime": {"errors", "gradients", "io", "model", "rewrite", "select", "spec"},
     "check": {"edit", "embed", "errors", "io", "model", "runtime", "spec", "surgery"},
-    "cli": {"api", "batch", "check", "cli", "edit", "errors", "gradients", "io", "model", "rewrite", "select", "spec", "summary", "surgery"},
+    "cli": {
+        "api", "batch", "check", "cli", "edit", "errors", "gradients", "io", "model", "rewrite", "select", "spec",
+        "summary", "surgery",
+    },
 }
 
 

@@ -91,7 +91,8 @@ def test_existing_overrides_need_force():
 @pytest.mark.parametrize(
     "rule, hint",
     [
-        ("sign=ste", "no node has op type 'sign' (sign is a Python API name that creates op type Sign, and this graph has none)"),
+        ("sign=ste",
+         "no node has op type 'sign' (sign is a Python API name that creates op type Sign, and this graph has none)"),
         ("stack=ste", "stack is a Python API name; the graph has op type Pack"),
         ("tf.stack=ste", "the graph has op type Pack"),
         ("py_func=identity", "the graph has op type PyFunc"),

@@ -142,7 +142,8 @@ def test_override_a_live_graph():
 
 def test_import_graph_def_accepts_paths_and_messages():
     graph_def = graphgrad.read_model(fixture("binary_net.pb")).message
-    for source in (fixture("binary_net.pb"), graph_def, tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())):
+    tf_graph_def = tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())
+    for source in (fixture("binary_net.pb"), graph_def, tf_graph_def):
         graph = tf.Graph()
         with graph.as_default():
             graphgrad.import_graph_def(source, name="")

@@ -81,7 +81,9 @@ def test_embed_then_reset_is_exact_and_idempotent():
     assert reset_model(embedded, ResetOptions(op_types=("Sign",)))[0].message == model.message
 
 
-@pytest.mark.parametrize("spec", ["clip_value(-1, 1)", "clip_norm(1)", "noise(0.1)", "select", "guided_relu", "tf:Identity"])
+@pytest.mark.parametrize(
+    "spec", ["clip_value(-1, 1)", "clip_norm(1)", "noise(0.1)", "select", "guided_relu", "tf:Identity"]
+)
 def test_specs_without_a_surrogate_are_refused(spec):
     model = read_model(fixture("binary_net.pb"))
     with pytest.raises(SpecError, match="cannot be embedded: only these have a forward surrogate: identity, ste"):
@@ -90,7 +92,8 @@ def test_specs_without_a_surrogate_are_refused(spec):
 
 def test_reset_removes_selected_overrides_only(tmp_path):
     rewritten = tmp_path / "r.pb"
-    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "--node", "dense2/logits=tf:Identity", "-o", rewritten)
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "--node", "dense2/logits=tf:Identity",
+            "-o", rewritten)
     partly = tmp_path / "p.pb"
     run_cli("reset", rewritten, "--node", "dense1/*", "-o", partly)
     values = {c["node"] for c in json.loads(run_cli("ops", partly, "--json").stdout)["files"][0]["overrides"]}

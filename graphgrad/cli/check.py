@@ -12,11 +12,13 @@ from .render import echo_json, error, table
 
 @click.command("check")
 @click.argument("model", type=click.Path())
-@click.option("--x", "xs", multiple=True, required=True, metavar="TENSOR", help="Differentiate with respect to TENSOR (repeatable).")
+@click.option("--x", "xs", multiple=True, required=True, metavar="TENSOR",
+              help="Differentiate with respect to TENSOR (repeatable).")
 @click.option("--y", required=True, metavar="TENSOR", help="The tensor to differentiate.")
 @click.option("--feed", "feeds", multiple=True, metavar="NAME=VALUE",
               help="A value for a placeholder: a number, a JSON list, or a .npy file. Others get random values.")
-@click.option("--batch", type=click.IntRange(1), default=1, show_default=True, help="Size of unknown dimensions in random feeds.")
+@click.option("--batch", type=click.IntRange(1), default=1, show_default=True,
+              help="Size of unknown dimensions in random feeds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random feeds.")
 @click.option("--tag", "tags", metavar="TAGS",
               help="The MetaGraphDef of a SavedModel to load, by its tag set (e.g. serve, or serve,gpu); "

@@ -55,7 +55,9 @@ def _render_report(report, dry_run) -> list[str]:
     for insertion in report.insertions:
         where = in_graph(insertion.graph)
         if insertion.status == "already":
-            lines.append(f"  {where}{insertion.node} already carries this gradient at {insertion.tensor}; nothing to do")
+            lines.append(
+                f"  {where}{insertion.node} already carries this gradient at {insertion.tensor}; nothing to do"
+            )
         else:
             lines.append(
                 f"  {where}{'would insert' if dry_run else 'inserted'} {insertion.node} at {insertion.tensor}, "

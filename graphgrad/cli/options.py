@@ -55,7 +55,9 @@ consumer_option = click.option(
 )
 dtype_option = click.option("--dtype", metavar="DTYPE", help="TENSOR's dtype, when its producer does not say.")
 reset_op_option = click.option("--op", "op_types", multiple=True, metavar="TYPE", help="Only nodes of op type TYPE.")
-reset_node_option = click.option("--node", "globs", multiple=True, metavar="GLOB", help="Only nodes whose name matches GLOB.")
+reset_node_option = click.option(
+    "--node", "globs", multiple=True, metavar="GLOB", help="Only nodes whose name matches GLOB."
+)
 force_option = click.option(
     "--force", is_flag=True, help="Replace overrides that nodes already carry.",
 )
