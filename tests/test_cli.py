@@ -141,6 +141,8 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path):
     assert "good.pb  changed  Sign 4" in result.stdout
     assert "2 files: 1 changed, 1 error" in result.stdout
     assert bad.read_bytes() == b"garbage"
+    twice = run_cli("rewrite", bad, bad, good, "--op", "Sign=ste", "--dry-run", expect=1)
+    assert "3 files: 2 errors, 1 unchanged" in twice.stdout
 
 
 def test_user_gradients_module(tmp_path):

@@ -83,10 +83,16 @@ def _render_table(results, summarize_report) -> None:
     counts = {}
     for result in results:
         counts[result.status] = counts.get(result.status, 0) + 1
-    click.echo(f"{len(results)} files: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+    click.echo(f"{_count(len(results), 'file')}: " + ", ".join(
+        _count(n, status) if status == "error" else f"{n} {status}" for status, n in sorted(counts.items())
+    ))
     for result in results:
         if result.error:
             error(result.error)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 @contextlib.contextmanager
