@@ -157,7 +157,9 @@ def rewrite_files(paths, options: RewriteOptions, output: OutputOptions, kind: s
 
 
 def _rewrite_item(options, output, kind, item: Item) -> FileResult:
-    return _guarded(item, lambda: rewrite_file(item.path, options, with_output(output, item), kind))
+    result = _guarded(item, lambda: rewrite_file(item.path, options, with_output(output, item), kind))
+    result.report = result.report.packed()  # thousands of files' node names, kept until printed
+    return result
 
 
 def insert_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:

@@ -96,6 +96,13 @@ class RewriteReport:
         columns = self._columns_of("changes")
         return columns[index] if columns else ()
 
+    def packed(self) -> "RewriteReport":
+        """This report as it arrives from a worker process: its columns packed, its
+        counts kept. A batch holds every file's report until it prints them."""
+        report = RewriteReport.__new__(RewriteReport)
+        report.__setstate__(self.__getstate__())
+        return report
+
     def _columns_of(self, name: str) -> tuple:
         """The columns of ``changes`` or ``unchanged``, unpacked on first use."""
         if name not in self._columns:
@@ -108,8 +115,12 @@ class RewriteReport:
     def __getstate__(self):
         state = {"notes": self.notes, "counts": self.by_op_type}
         for name in ("changes", "unchanged"):
-            columns = _columns(self.__dict__[name]) if name in self.__dict__ else self._columns_of(name)
-            state[name] = tuple(map(_pack, columns))
+            if name in self.__dict__:
+                state[name] = tuple(map(_pack, _columns(self.__dict__[name])))
+            elif name in self._columns:
+                state[name] = tuple(map(_pack, self._columns[name]))
+            else:  # still packed as it arrived
+                state[name] = self._packed[name]
         return state
 
     def __setstate__(self, state):

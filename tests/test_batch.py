@@ -229,6 +229,21 @@ def test_reports_survive_the_trip_from_a_worker():
     assert len(pickle.loads(pickle.dumps(again)).changes) == 3
 
 
+def test_a_batch_keeps_reports_packed_until_it_prints_them():
+    """-j 1 holds every file's report as -j 2's parent does: packed, not a string per node."""
+    import pickle
+
+    from graphgrad.rewrite import NodeChange, RewriteReport
+
+    rows = [NodeChange("", f"layer{index}/Sign", "Sign", None, "graphgrad/ste(clip=1.0)") for index in range(1000)]
+    packed = RewriteReport(changes=rows, unchanged=[], notes=["n"]).packed()
+    assert vars(packed)["_packed"]["changes"][1] == ("joined", "\0".join(row.node for row in rows))
+    assert packed.by_op_type == {"Sign": 1000} and not vars(packed)["_columns"], "counts need no unpacking"
+    again = pickle.loads(pickle.dumps(packed))
+    assert not vars(packed)["_columns"], "a packed report pickles as it is"
+    assert again == packed and again.changes == rows
+
+
 def test_packed_columns_keep_every_value():
     import pickle
 
