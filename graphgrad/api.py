@@ -56,7 +56,11 @@ class InsertReport:
 
 @dataclass
 class FileResult:
-    """The outcome of one file: where it went, what changed, or the error."""
+    """The outcome of one file: where it went, what changed, or the error.
+
+    ``status``: error, unchanged (nothing to change), changed (written), would
+    change (a dry run), or up to date (the output already held the result).
+    """
 
     input: str
     output: str | None = None
@@ -70,7 +74,9 @@ class FileResult:
             return "error"
         if not self.report.changed:
             return "unchanged"
-        return "changed" if self.written else "would change"
+        if self.written:
+            return "changed"
+        return "would change" if self.output is None else "up to date"
 
 
 def _change_file(path: str, output: OutputOptions, kind: str | None, operation,

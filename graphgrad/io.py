@@ -256,7 +256,9 @@ def write_model(model: Model, out: str, encoding: str | None = None, sweep: bool
     A SavedModel goes to the directory ``out`` (or ``out``'s directory, when
     ``out`` names a ``saved_model.pb``/``.pbtxt``); written anywhere but its own
     directory, its variables and assets come along so the result loads. Returns
-    False when ``out`` already held exactly these bytes (nothing was written).
+    False when ``out`` already held exactly these bytes (nothing was written);
+    for a SavedModel copied elsewhere, when that directory already holds this
+    graph file and the same members as the source.
     ``sweep``: see :func:`write_chunks`.
     """
     encoding = encoding or model.encoding
@@ -268,8 +270,36 @@ def write_model(model: Model, out: str, encoding: str | None = None, sweep: bool
     filename = SAVED_MODEL_FILES[encoding]
     if model.root and _same_directory(out_dir, model.root):
         return _atomic_write(os.path.join(out_dir, filename), data, sweep=sweep)
+    if _saved_model_dir_holds(out_dir, model, data, filename):
+        return False
     _write_saved_model_dir(model, data, out_dir, filename, sweep)
     return True
+
+
+def _saved_model_dir_holds(out_dir: str, model: Model, data: bytes, filename: str) -> bool:
+    """Whether ``out_dir`` already is what :func:`_write_saved_model_dir` would make
+    of it: exactly ``data`` as its graph file, and the members of the source
+    directory. Member files count as equal when their size and mtime are (copies
+    keep mtimes, and rsync decides the same way); otherwise their bytes are compared."""
+    import filecmp
+
+    if not os.path.isdir(out_dir):
+        return False
+    members = [m for m in SAVED_MODEL_MEMBERS if model.root and os.path.exists(os.path.join(model.root, m))]
+    graph = os.path.join(out_dir, filename)
+    if sorted(os.listdir(out_dir)) != sorted([filename, *members]) or not os.path.isfile(graph):
+        return False
+    if os.path.getsize(graph) != len(data) or not _holds(graph, [data], None):
+        return False
+
+    def same(a: str, b: str) -> bool:
+        if os.path.isfile(a) or os.path.isfile(b):
+            return os.path.isfile(a) and os.path.isfile(b) and filecmp.cmp(a, b, shallow=True)
+        if not (os.path.isdir(a) and os.path.isdir(b)) or sorted(os.listdir(a)) != sorted(os.listdir(b)):
+            return False
+        return all(same(os.path.join(a, name), os.path.join(b, name)) for name in os.listdir(a))
+
+    return all(same(os.path.join(model.root, m), os.path.join(out_dir, m)) for m in members)
 
 
 def _same_directory(a: str, b: str) -> bool:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -46,6 +47,11 @@ def test_out_dir_mirrors_the_input_tree(zoo, tmp_path):
     assert read_model(str(out / "team_a" / "net_text.pbtxt")).encoding == "text"
     assert sorted(os.listdir(out / "team_b" / "exported")) == ["assets", "saved_model.pb", "variables"]
     assert overrides(out / "team_b" / "model.meta") == []
+    os.utime(out / "team_a" / "binary" / "net.pb", (1, 1))
+    again = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--out-dir", out)
+    assert re.search(r"zoo/team_a/binary/net\.pb +up to date +Sign 4", again.stdout)
+    assert "4 files: 1 unchanged, 3 up to date" in again.stdout
+    assert os.stat(out / "team_a" / "binary" / "net.pb").st_mtime == 1, "an up-to-date output is not rewritten"
 
 
 def test_globs_are_expanded_and_mirrored(zoo, tmp_path):

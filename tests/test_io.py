@@ -71,6 +71,26 @@ def test_saved_model_brings_variables_and_assets(tmp_path):
     assert read_model(str(out)).message == model.message
 
 
+def test_a_saved_model_copy_that_is_up_to_date_is_not_rewritten(tmp_path):
+    import shutil
+
+    source = tmp_path / "exported"
+    shutil.copytree(fixture("saved_model"), source)
+    model, out = read_model(str(source)), tmp_path / "patched"
+    assert write_model(model, str(out)) is True
+    os.utime(out / "saved_model.pb", (1, 1))
+    assert write_model(model, str(out)) is False, "the same graph and members: nothing to write"
+    assert os.stat(out / "saved_model.pb").st_mtime == 1
+    index = next((source / "variables").glob("*.index"))
+    os.utime(index, (5, 5))  # a newer mtime alone: the bytes are compared, and they are the same
+    assert write_model(model, str(out)) is False
+    index.write_bytes(index.read_bytes() + b"retrained")  # new variables under the same graph
+    assert write_model(model, str(out)) is True
+    assert (out / "variables" / index.name).read_bytes() == index.read_bytes()
+    (out / "notes.txt").write_text("not part of the SavedModel")
+    assert write_model(model, str(out)) is True and not (out / "notes.txt").exists()
+
+
 def test_saved_model_refuses_to_replace_another_directory(tmp_path):
     occupied = tmp_path / "occupied"
     occupied.mkdir()
