@@ -1,6 +1,7 @@
 """Graph surgery: a gradient on one edge (insert), surrogates written into the
 graph (embed), and undoing what graphgrad did (reset)."""
 
+import shlex
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -144,7 +145,10 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
         return None
     if len(used) > 1 or scope.split_ref(used[0])[1] != 0:
         raise SelectionError(
-            f"{qualified} ({node.op}): --embed replaces output 0, but consumers use {', '.join(used)}"
+            f"{qualified} ({node.op}): --embed replaces output 0, but consumers use {', '.join(used)}. "
+            f"To fix this, leave {qualified} to an override (without --embed), or embed on each tensor "
+            f"you mean: graphgrad insert MODEL --at {shlex.quote(used[-1])} "
+            f"--grad {shlex.quote(spec.canonical)} --embed"
         )
     y_ref = used[0]
     want = "embedded " + spec.canonical

@@ -174,6 +174,26 @@ def test_embed_refuses_a_tensor_that_is_not_floating_point(tmp_path):
     assert not (tmp_path / "x.pb").exists()
 
 
+def test_embed_on_an_op_whose_other_outputs_are_used_says_what_to_do_instead(tmp_path):
+    import shlex
+
+    from graphgrad.protos import DataType, GraphDef
+
+    graph_def = GraphDef()
+    for name, op, inputs in [("x", "Placeholder", []), ("split", "Unpack", ["x"]), ("sign", "Sign", ["split"]),
+                             ("y", "AddV2", ["sign", "split:1"])]:
+        node = graph_def.node.add(name=name, op=op, input=inputs)
+        node.attr["dtype" if op == "Placeholder" else "T"].type = DataType.DT_FLOAT
+    path = tmp_path / "unpack.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    refused = run_cli("rewrite", path, "--op", "Unpack=ste", "--embed", "-o", tmp_path / "out.pb", expect=1)
+    assert "split (Unpack): --embed replaces output 0, but consumers use split, split:1. To fix this" in refused.output
+    suggestion = refused.output.split("you mean: ")[1].strip()
+    assert suggestion == "graphgrad insert MODEL --at split:1 --grad 'ste(clip=1.0)' --embed"
+    args = shlex.split(suggestion.replace("MODEL", str(path)))[1:] + ["-o", tmp_path / "out.pb"]
+    assert "inserted split/graphgrad_embed/output at split:1, feeding y" in run_cli(*args).output
+
+
 def test_rename_functions_follows_every_reference():
     from graphgrad import rename_functions
 
