@@ -122,6 +122,23 @@ def test_tf1_saved_model_loader(tmp_path):
         assert_close(session.run(grad, {"x:0": [0.5, -2.0, 0.0]}), [3.0, 0.0, 3.0])
 
 
+def test_tf2_saved_model_load_and_gradient_tape(tmp_path):
+    """A TF2 SavedModel: the Sign is in a tf.function's body, and tf.saved_model.load
+    differentiates the function with the override."""
+    out = tmp_path / "sm"
+    rewritten = run_cli("rewrite", fixture("tf2_saved_model"), "--op", "Sign=ste", "-o", out)
+    assert "meta_graph 0 [serve]: __inference___call___" in rewritten.output
+    x = tf.constant([[0.5, -0.3, 2.0]])
+    graphgrad.register_gradients(str(out))
+    for path, expected in ((fixture("tf2_saved_model"), [[0.0, 0.0, 0.0]]), (str(out), [[2.0, 2.0, 0.0]])):
+        loaded = tf.saved_model.load(path)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = loaded(x)
+        assert float(y) == 2.0
+        assert_close(tape.gradient(y, x).numpy(), expected)
+
+
 def test_override_a_live_graph():
     graph = tf.Graph()
     with graph.as_default():
