@@ -20,7 +20,7 @@ from .embed import surrogate_for
 from .errors import GraphgradError, UnresolvedGradientsError
 from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model
-from .runtime import is_registered, overrides_in, register_gradients, tensorflow
+from .runtime import is_registered, overrides_in, register_gradients, route_calls, tensorflow
 from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
 from .surgery import ResetOptions, reset_model
 
@@ -81,9 +81,16 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
     model = read_model(path, kind)
     chosen = _tag_set(model, tags)
     report = CheckReport(model=path, y=y, tags=",".join(chosen or ()))
-    graph, session, unresolved = _load(model, chosen)
+    graph, session, unresolved, routed = _load(model, chosen)
+    # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
+    loaded = [op for op in graph.get_operations() if op.name not in routed]
     with graph.as_default():
         y_tensor = _tensor(graph, y)
+        if not (y_tensor.dtype.is_floating or y_tensor.dtype.is_complex):
+            raise CheckUsageError(
+                f"--y {y} is {y_tensor.dtype.name}: check differentiates a floating-point tensor"
+                + _signatures(model, chosen)
+            )
         x_tensors = [_tensor(graph, x) for x in xs]
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
         for name, x in zip(xs, x_tensors):
@@ -94,13 +101,13 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
         report.blockers = _blockers(x_tensors, y_tensor, float_path, surrogates, context)
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
-        report.idle_overrides = _idle_overrides(graph, float_path)
+        report.idle_overrides = _idle_overrides(loaded, float_path)
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
         # TensorFlow keeps the functions cond_v2 builds for gradients process-wide, by
         # branch name: the plain graph's branches, if an edit changed them, would clash.
         rename_functions(plain, "_graphgrad_plain")
-        plain_graph, plain_session, _ = _load(plain, chosen)
+        plain_graph, plain_session, _, _ = _load(plain, chosen)
         with plain_graph.as_default():
             plain_feed = {_tensor(plain_graph, t.name): v for t, v in feed.items()}
             plain_y = _tensor(plain_graph, y)
@@ -137,7 +144,8 @@ def _tag_set(model: Model, tags: str | None) -> list | None:
 
 def _load(model: Model, tags: list | None):
     """A tf.Graph and Session with the model in it (for a SavedModel, the
-    MetaGraphDef with ``tags``); unresolved override names."""
+    MetaGraphDef with ``tags``); unresolved override names; the call ops routed
+    through the ``call`` gradient."""
     tf = tensorflow()
     graph = tf.Graph()
     unresolved = set()
@@ -154,7 +162,8 @@ def _load(model: Model, tags: list | None):
             session.run(tf.compat.v1.global_variables_initializer())
         else:
             _load_saved_model(tf, session, model, tags)
-    return graph, session, unresolved
+        routed = route_calls(graph)  # as register_gradients does for a built graph
+    return graph, session, unresolved, routed
 
 
 def _load_saved_model(tf, session, model: Model, tags: list) -> None:
@@ -187,6 +196,18 @@ def _graph_def(model: Model, tags: list | None):
 
 def _tf_message(message_type, message):
     return message_type.FromString(message.SerializeToString())
+
+
+def _signatures(model: Model, tags: list | None) -> str:
+    """The signatures' tensors of a MetaGraphDef, as a hint ("" where there are none)."""
+    if model.kind == GRAPHDEF:
+        return ""
+    meta = model.message if model.kind == METAGRAPH else _meta_graph(model, tags)
+    listed = [
+        f"{key}: " + ", ".join(f"{name} = {info.name}" for name, info in [*sig.inputs.items(), *sig.outputs.items()])
+        for key, sig in sorted(meta.signature_def.items()) if not key.startswith("__")  # TF's own: init ops
+    ]
+    return f". Its signatures: {'; '.join(listed)}" if listed else ""
 
 
 def _tensor(graph, name: str):
@@ -462,9 +483,8 @@ def _surrogates(graph) -> dict:
     return surrogates
 
 
-def _idle_overrides(graph, float_path) -> list:
-    return [(op.name, _override(op)) for op in graph.get_operations()
-            if _override(op) is not None and op not in float_path]
+def _idle_overrides(ops, float_path) -> list:
+    return [(op.name, _override(op)) for op in ops if _override(op) is not None and op not in float_path]
 
 
 def gradient_status(op_types) -> dict:

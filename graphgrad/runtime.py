@@ -10,11 +10,14 @@ from dataclasses import dataclass
 
 from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError
 from .gradients import TRANSFORM, USER
+from .gradients.calls import CALL_GRADIENT, called_function, overriding_functions
 from .io import read_model
 from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, graphs_of, iter_graph_nodes
 from .rewrite import RewriteOptions, apply_rules
 from .select import NODE, OP, Rule
-from .spec import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, GradientSpec, parse_spec, spec_from_attr_value
+from .spec import (
+    ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, GradientSpec, parse_spec, spec_from_attr_value,
+)
 
 _LOCK = threading.Lock()
 _MESSAGE_KINDS = {"GraphDef": GRAPHDEF, "MetaGraphDef": METAGRAPH, "SavedModel": SAVEDMODEL}
@@ -50,10 +53,12 @@ def is_registered(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Registration:
-    """Names :func:`register_gradients` registered now, and those already there."""
+    """Names :func:`register_gradients` registered now, those already there, and
+    the call ops of a ``tf.Graph`` it routed through ``call`` (see :func:`route_calls`)."""
 
     registered: tuple = ()
     already: tuple = ()
+    calls: tuple = ()
 
     @property
     def names(self) -> tuple:
@@ -168,7 +173,32 @@ def register_gradients(graph) -> Registration:
                 registered.append(value)
     if unresolved:
         raise UnresolvedGradientsError(_unresolved_message(unresolved, uses))
-    return Registration(tuple(registered), tuple(already))
+    calls = route_calls(graph) if hasattr(graph, "get_operations") else ()
+    return Registration(tuple(registered), tuple(already), calls)
+
+
+def route_calls(graph) -> tuple:
+    """Give the call ops of a built ``tf.Graph`` whose functions hold overrides the
+    ``call`` gradient, so that tf.gradients differentiates their bodies in Python
+    (graph mode would use SymbolicGradient, which ignores every override in them).
+    Calls that already carry a graphgrad gradient are left alone. Returns the names
+    of the ops routed now."""
+    overriding = overriding_functions(graph)
+    if not overriding:
+        return ()
+    routed = []
+    for op in graph.get_operations():
+        live = _LiveOp(op)
+        calls_overrides = called_function(op.type, op.node_def.attr) in overriding
+        if not calls_overrides or (live.override or "").startswith(NAMESPACE):
+            continue
+        live.set_override(CALL_GRADIENT)
+        routed.append(op.name)
+    if routed and not is_registered(CALL_GRADIENT):
+        with _LOCK:
+            if not is_registered(CALL_GRADIENT):
+                tensorflow().RegisterGradient(CALL_GRADIENT)(build_gradient_function(parse_spec("call")))
+    return tuple(routed)
 
 
 def _external_reason(value: str) -> str:
@@ -202,7 +232,8 @@ def _unresolved_message(unresolved, uses) -> str:
 
 
 def import_graph_def(graph_def_or_path, **kwargs):
-    """Read (if a path), register the graph's gradients, then ``tf.import_graph_def``.
+    """Read (if a path), register the graph's gradients, ``tf.import_graph_def``,
+    then :func:`route_calls` in the default graph.
 
     Accepts a path, a :class:`Model`, or a GraphDef / MetaGraphDef message of either
     flavour; keyword arguments go to ``tf.compat.v1.import_graph_def``.
@@ -218,7 +249,9 @@ def import_graph_def(graph_def_or_path, **kwargs):
     register_gradients(graph_def)
     if not isinstance(graph_def, tf.compat.v1.GraphDef):
         graph_def = tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())
-    return tf.compat.v1.import_graph_def(graph_def, **kwargs)
+    imported = tf.compat.v1.import_graph_def(graph_def, **kwargs)
+    route_calls(tf.compat.v1.get_default_graph())
+    return imported
 
 
 class _LiveOp:

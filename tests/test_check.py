@@ -1,6 +1,7 @@
 """graphgrad check and ops --grad-status (need TensorFlow)."""
 
 import json
+import shlex
 
 import numpy as np
 
@@ -190,6 +191,31 @@ def test_usage_errors_exit_2(tmp_path):
     result = run_cli("check", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "--feed", "x=oops",
                      expect=2)
     assert "expected a number, a JSON list or a .npy file" in result.stderr
+
+
+def test_a_tf2_saved_model_blocker_inside_its_functions_and_the_fix(tmp_path):
+    """A TF2 SavedModel loaded by TF1's loader: its Sign sits in a function that the
+    signature's PartitionedCall calls through another. TF's graph mode differentiates
+    calls in C++, which ignores overrides; check routes them through graphgrad's `call`."""
+    model = fixture("tf2_saved_model")
+    args = ("--x", "serving_default_x", "--y", "PartitionedCall")
+    report = check_json(model, *args, expect=1)
+    assert report["gradients"][0]["status"] == "zero"
+    [blocker] = report["blockers"]
+    assert blocker["node"].startswith("__inference___call___") and blocker["node"].endswith("/Sign")
+    fixed = tmp_path / "fixed"
+    run_cli(*shlex.split(blocker["fix"].replace("OUT", str(fixed)))[1:])
+    report = check_json(fixed, *args, "--feed", "serving_default_x=[[0.5, -0.3, 2.0]]", expect=0)
+    assert [(g["status"], g["norm"]) for g in report["gradients"]] == [("finite", np.sqrt(8))]  # 2 * (1, 1, 0)
+    assert [g["status"] for g in report["without_overrides"]] == ["zero"]
+    assert report["idle_overrides"] == [] and report["blockers"] == []
+
+
+def test_a_y_that_is_not_floating_point_is_a_usage_error_naming_the_signatures():
+    result = run_cli("check", fixture("tf2_saved_model"), "--x", "serving_default_x", "--y", "StatefulPartitionedCall",
+                     expect=2)
+    assert "--y StatefulPartitionedCall is string: check differentiates a floating-point tensor. " \
+        "Its signatures: serving_default: x = serving_default_x:0, output_0 = PartitionedCall:0" in result.output
 
 
 def test_ops_grad_status():

@@ -135,9 +135,33 @@ def test_sparse_gradients_stay_sparse_under_transforms():
     assert_close(dense, [6.0, 0.0, 3.0, 0.0])
 
 
+def test_call_differentiates_the_body_with_its_overrides(tmp_path):
+    """A call op in an imported graph: graph mode would differentiate it in C++ and
+    ignore the Sign's override; `call` (here written explicitly, with a transform
+    after it) differentiates the body in Python."""
+    from tf_helpers import rewrite_and_load
+
+    @tf.function
+    def body(x):
+        return tf.sign(x) * 3.0
+
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.identity(body(v1.placeholder(tf.float32, X.shape, name="x")), name="y")
+    source = tmp_path / "calls.pb"
+    source.write_bytes(graph.as_graph_def().SerializeToString())
+    [call_op] = [op for op in graph.get_operations() if op.type.endswith("PartitionedCall")]
+    loaded = rewrite_and_load(tmp_path, source, "--op", "Sign=ste", "--op", f"{call_op.type}=call|scale(2)", "--force")
+    assert_close(gradients(loaded, "y:0", "x:0", {"x:0": X}, grad_ys=DY)[0], DY * 3.0 * (np.abs(X) <= 1.0) * 2.0)
+    # Without a gradient on the call, graphgrad.import_graph_def routes it through `call`.
+    loaded = rewrite_and_load(tmp_path, source, "--op", "Sign=ste")
+    assert loaded.get_operation_by_name(call_op.name).get_attr("_gradient_op_type") == b"graphgrad/call"
+    assert_close(gradients(loaded, "y:0", "x:0", {"x:0": X}, grad_ys=DY)[0], DY * 3.0 * (np.abs(X) <= 1.0))
+
+
 def test_every_builtin_is_covered_here():
     tested = {"identity", "ste", "approx_sign", "swish_sign", "triangle", "zero", "guided_relu",
-              "scale", "reverse", "clip_value", "clip_norm", "noise", "select"}
+              "scale", "reverse", "clip_value", "clip_norm", "noise", "select", "call"}
     assert {entry.name for entry in REGISTRY.entries() if entry.kind != "user"} == tested
 
 

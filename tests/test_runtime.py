@@ -139,6 +139,29 @@ def test_tf2_saved_model_load_and_gradient_tape(tmp_path):
         assert_close(tape.gradient(y, x).numpy(), expected)
 
 
+def test_tf1_loader_of_a_tf2_saved_model_routes_calls_through_python(tmp_path):
+    """Graph mode differentiates PartitionedCall with SymbolicGradient (C++), which
+    ignores the override in the function; register_gradients(graph) routes the call
+    through graphgrad's `call` gradient, nested calls included."""
+    out = tmp_path / "sm"
+    run_cli("rewrite", fixture("tf2_saved_model"), "--op", "Sign=ste", "-o", out)
+    for path, routed, expected in ((fixture("tf2_saved_model"), (), [[0.0, 0.0, 0.0]]),
+                                   (str(out), ("PartitionedCall",), [[2.0, 2.0, 0.0]])):
+        graph = tf.Graph()
+        with v1.Session(graph=graph) as session:
+            v1.saved_model.loader.load(session, ["serve"], path)
+            assert graphgrad.register_gradients(graph).calls == routed
+            assert graphgrad.register_gradients(graph).calls == (), "routing happens once"
+            x, y = graph.get_tensor_by_name("serving_default_x:0"), graph.get_tensor_by_name("PartitionedCall:0")
+            assert_close(session.run(tf.gradients(y, x)[0], {x: [[0.5, -0.3, 2.0]]}), expected)
+
+
+def test_call_is_written_under_its_canonical_name():
+    from graphgrad.gradients.calls import CALL_GRADIENT
+
+    assert graphgrad.attr_value_for(graphgrad.parse_spec("call")) == CALL_GRADIENT
+
+
 def test_override_a_live_graph():
     graph = tf.Graph()
     with graph.as_default():

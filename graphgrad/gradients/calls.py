@@ -1,0 +1,89 @@
+"""Function calls: differentiate a call op through its function body in Python.
+
+In graph mode (TF1 loaders, a GraphDef imported into a ``tf.Graph``) TensorFlow
+differentiates a call op (``PartitionedCall``, ``StatefulPartitionedCall``, or an
+op whose type is a function of the graph) with a ``SymbolicGradient`` op, which
+its C++ runtime computes: a gradient registered from Python is unknown there, so
+every override inside the body is silently ignored. TF2's ``tf.saved_model.load``
+does not have the problem; it rebuilds the functions in Python.
+
+``call`` imports a copy of the body next to the call, its inputs wired to the
+call's, marks the nested calls that need it the same way, and differentiates the
+copy with ``tf.gradients``. The copy recomputes the body's forward values; a body
+with side effects (variable assignments) would repeat them.
+"""
+
+import re
+
+from .registry import REPLACEMENT, builtin
+
+CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+OVERRIDE_ATTR = "_gradient_op_type"  # TensorFlow's attribute, read by tf.gradients
+CALL_GRADIENT = "graphgrad/call"  # what ``call`` is written as: the canonical name of the spec
+# tf.function names its own call ops' gradients so; they are not overrides of the body
+_TF_FUNCTION_CALL = re.compile(rb"(Stateful)?PartitionedCall-\d+\Z")
+
+
+@builtin(
+    REPLACEMENT,
+    formula="dy through the called function's body, differentiated in Python: overrides inside apply (call ops)",
+)
+def call(tf, op, grads):
+    # TensorFlow turns a FunctionDef into an importable GraphDef only in this internal module.
+    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
+
+    graph = op.graph
+    definition = function_definition(graph, called_function(op.type, op.node_def.attr))
+    body, flat_names = function_def_to_graph_def(definition)
+    overriding = overriding_functions(graph)
+    for node in body.node:
+        if called_function(node.op, node.attr) in overriding:
+            node.attr[OVERRIDE_ATTR].s = CALL_GRADIENT.encode()
+    returns = [flat_names[definition.ret[arg.name]] for arg in definition.signature.output_arg]
+    wanted = [(name, grad) for name, grad in zip(returns, grads) if grad is not None]
+    if not wanted:
+        return [None] * len(op.inputs)
+    arguments = [arg.name for arg in definition.signature.input_arg]
+    outputs = tf.compat.v1.import_graph_def(
+        body,
+        input_map={f"{name}:0": tensor for name, tensor in zip(arguments, op.inputs)},
+        return_elements=[name for name, _ in wanted],
+        name="body",
+    )
+    return tf.compat.v1.gradients(outputs, list(op.inputs), grad_ys=[grad for _, grad in wanted])
+
+
+def called_function(op_type: str, attrs) -> str:
+    """What a node calls: the ``f`` attribute of a call op, else its op type (which
+    names a function when the node calls one directly)."""
+    if op_type in CALL_OPS:
+        return attrs["f"].func.name
+    return op_type
+
+
+def function_definition(graph, name: str):
+    """The FunctionDef of ``graph``'s function ``name`` (TF >= 2.13 caches it)."""
+    function = graph._get_function(name)
+    return getattr(function, "cached_definition", None) or function.definition
+
+
+def overriding_functions(graph) -> set:
+    """The names of ``graph``'s functions whose bodies, or the functions those call
+    (branches and loop bodies included), carry a gradient override."""
+    definitions = {name: function_definition(graph, name) for name in graph._functions}
+    called, overriding = {}, set()
+    for name, definition in definitions.items():
+        called[name] = set()
+        for node in definition.node_def:
+            value = node.attr[OVERRIDE_ATTR].s if OVERRIDE_ATTR in node.attr else None
+            if value and not _TF_FUNCTION_CALL.match(value):
+                overriding.add(name)
+            if node.op in definitions:
+                called[name].add(node.op)
+            for attr in node.attr.values():
+                called[name].update(f.name for f in ([attr.func] if attr.HasField("func") else attr.list.func))
+    while True:
+        callers = {name for name, names in called.items() if names & overriding} - overriding
+        if not callers:
+            return overriding
+        overriding |= callers
