@@ -159,6 +159,16 @@ def test_call_differentiates_the_body_with_its_overrides(tmp_path):
     assert_close(gradients(loaded, "y:0", "x:0", {"x:0": X}, grad_ys=DY)[0], DY * 3.0 * (np.abs(X) <= 1.0))
 
 
+def test_call_on_an_op_that_calls_nothing_is_a_clear_error():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [2])
+        y = tf.identity(x, name="plain")
+        graphgrad.override(graph, {"Identity": "call"})
+        with pytest.raises(ValueError, match="call on node 'plain' \\(Identity\\): it calls no function of the graph"):
+            v1.gradients(y, x)
+
+
 def test_every_builtin_is_covered_here():
     tested = {"identity", "ste", "approx_sign", "swish_sign", "triangle", "zero", "guided_relu",
               "scale", "reverse", "clip_value", "clip_norm", "noise", "select", "call"}

@@ -33,7 +33,13 @@ def call(tf, op, grads):
     from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
 
     graph = op.graph
-    definition = function_definition(graph, called_function(op.type, op.node_def.attr))
+    name = called_function(op.type, op.node_def.attr)
+    if name not in _functions(graph):
+        raise ValueError(
+            f"call on node {op.name!r} ({op.type}): it calls no function of the graph; call is for "
+            f"{', '.join(CALL_OPS)} and ops that are functions"
+        )
+    definition = function_definition(graph, name)
     body, flat_names = function_def_to_graph_def(definition)
     overriding = overriding_functions(graph)
     for node in body.node:
@@ -67,10 +73,15 @@ def function_definition(graph, name: str):
     return getattr(function, "cached_definition", None) or function.definition
 
 
+def _functions(graph):
+    # TensorFlow's own table of a graph's functions, by name; nothing to route without it
+    return getattr(graph, "_functions", None) or {}
+
+
 def overriding_functions(graph) -> set:
     """The names of ``graph``'s functions whose bodies, or the functions those call
     (branches and loop bodies included), carry a gradient override."""
-    definitions = {name: function_definition(graph, name) for name in graph._functions}
+    definitions = {name: function_definition(graph, name) for name in _functions(graph)}
     called, overriding = {}, set()
     for name, definition in definitions.items():
         called[name] = set()
