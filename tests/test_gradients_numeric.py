@@ -157,6 +157,14 @@ def test_call_differentiates_the_body_with_its_overrides(tmp_path):
     loaded = rewrite_and_load(tmp_path, source, "--op", "Sign=ste")
     assert loaded.get_operation_by_name(call_op.name).get_attr("_gradient_op_type") == b"graphgrad/call"
     assert_close(gradients(loaded, "y:0", "x:0", {"x:0": X}, grad_ys=DY)[0], DY * 3.0 * (np.abs(X) <= 1.0))
+    # TF2: under a GradientTape the gradient is built in a graph of its own.
+    patched = str(tmp_path / "patched.pb")
+    function = v1.wrap_function(lambda: graphgrad.import_graph_def(patched, name=""), []).prune("x:0", "y:0")
+    x = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = function(x)
+    assert_close(tape.gradient(y, x, output_gradients=tf.constant(DY)), DY * 3.0 * (np.abs(X) <= 1.0))
 
 
 def test_call_on_an_op_that_calls_nothing_is_a_clear_error():

@@ -49,14 +49,18 @@ def call(tf, op, grads):
     wanted = [(name, grad) for name, grad in zip(returns, grads) if grad is not None]
     if not wanted:
         return [None] * len(op.inputs)
+    # Under a GradientTape the gradient is built in a graph of its own, and
+    # import_graph_def maps inputs only onto that graph's tensors: an Identity captures them.
+    here = tf.compat.v1.get_default_graph()
+    inputs = [tensor if tensor.graph is here else tf.identity(tensor) for tensor in op.inputs]
     arguments = [arg.name for arg in definition.signature.input_arg]
     outputs = tf.compat.v1.import_graph_def(
         body,
-        input_map={f"{name}:0": tensor for name, tensor in zip(arguments, op.inputs)},
+        input_map={f"{name}:0": tensor for name, tensor in zip(arguments, inputs)},
         return_elements=[name for name, _ in wanted],
         name="body",
     )
-    return tf.compat.v1.gradients(outputs, list(op.inputs), grad_ys=[grad for _, grad in wanted])
+    return tf.compat.v1.gradients(outputs, inputs, grad_ys=[grad for _, grad in wanted])
 
 
 def called_function(op_type: str, attrs) -> str:
