@@ -156,6 +156,24 @@ def test_tf1_loader_of_a_tf2_saved_model_routes_calls_through_python(tmp_path):
             assert_close(session.run(tf.gradients(y, x)[0], {x: [[0.5, -0.3, 2.0]]}), expected)
 
 
+def test_a_routed_call_that_reads_a_variable(tmp_path):
+    """A StatefulPartitionedCall with the variable's handle as an input: x gets the
+    override's gradient, and the variable its own, through the handle."""
+    out = tmp_path / "sm"
+    run_cli("rewrite", fixture("tf2_saved_model_variable"), "--op", "Sign=ste", "-o", out)
+    graph = tf.Graph()
+    with v1.Session(graph=graph) as session:
+        v1.saved_model.loader.load(session, ["serve"], str(out))
+        x = graph.get_tensor_by_name("serving_default_x:0")
+        [call] = [op for op in x.consumers() if op.type == "StatefulPartitionedCall"]
+        assert graphgrad.register_gradients(graph).calls == (call.name,)
+        y, handle = call.outputs[0], call.inputs[1]
+        values = session.run([y, *tf.gradients(y, [x, handle])], {x: [0.5, -0.3, 2.0]})
+    assert_close(values[0], -1.5)  # 1.5 - 2.0 - 1.0
+    assert_close(values[1], [1.5, 2.0, 0.0])  # w where |x| <= 1
+    assert_close(values[2], [1.0, -1.0, 1.0])  # sign(x)
+
+
 def test_call_is_written_under_its_canonical_name():
     from graphgrad.gradients.calls import CALL_GRADIENT
 

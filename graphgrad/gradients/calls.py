@@ -60,7 +60,7 @@ def call(tf, op, grads):
         return_elements=[name for name, _ in wanted],
         name="body",
     )
-    return tf.compat.v1.gradients(outputs, inputs, grad_ys=[grad for _, grad in wanted])
+    return tf.compat.v1.gradients(outputs, inputs, grad_ys=[grad for _, grad in wanted], name="body_grad")
 
 
 def called_function(op_type: str, attrs) -> str:
