@@ -155,13 +155,17 @@ def _load(model: Model, tags: list | None):
         unresolved = {value for value in overrides_in(model) if not is_registered(value)}
     session = tf.compat.v1.Session(graph=graph)
     with graph.as_default():
-        if model.kind == GRAPHDEF:
-            tf.compat.v1.import_graph_def(_tf_message(tf.compat.v1.GraphDef, model.message), name="")
-        elif model.kind == METAGRAPH:
-            tf.compat.v1.train.import_meta_graph(_tf_message(tf.compat.v1.MetaGraphDef, model.message))
-            session.run(tf.compat.v1.global_variables_initializer())
-        else:
-            _load_saved_model(tf, session, model, tags)
+        try:
+            if model.kind == GRAPHDEF:
+                tf.compat.v1.import_graph_def(_tf_message(tf.compat.v1.GraphDef, model.message), name="")
+            elif model.kind == METAGRAPH:
+                tf.compat.v1.train.import_meta_graph(_tf_message(tf.compat.v1.MetaGraphDef, model.message))
+                session.run(tf.compat.v1.global_variables_initializer())
+            else:
+                _load_saved_model(tf, session, model, tags)
+        except (ValueError, tf.errors.OpError) as error:  # TF's words, without its traceback
+            message = (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
+            raise GraphgradError(f"TensorFlow cannot load {model.path}: {message}") from None
         routed = route_calls(graph)  # as register_gradients does for a built graph
     return graph, session, unresolved, routed
 

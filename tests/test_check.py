@@ -218,6 +218,16 @@ def test_a_y_that_is_not_floating_point_is_a_usage_error_naming_the_signatures()
         "Its signatures: serving_default: x = serving_default_x:0, output_0 = PartitionedCall:0" in result.output
 
 
+def test_a_model_tensorflow_cannot_load_is_one_line(tmp_path):
+    import shutil
+
+    broken = tmp_path / "no_variables"
+    shutil.copytree(fixture("saved_model"), broken, ignore=shutil.ignore_patterns("variables"))
+    result = run_cli("check", broken, "--x", "x", "--y", "y", expect=1)
+    assert f"graphgrad: error: TensorFlow cannot load {broken}" in result.output
+    assert "not a valid checkpoint" in result.output and "Traceback" not in result.output
+
+
 def test_ops_grad_status():
     result = run_cli("ops", fixture("ops_mix.pb"), "--grad-status", "--json")
     status = json.loads(result.stdout)["files"][0]["grad_status"]
