@@ -283,6 +283,16 @@ def _value(text: str, dtype):
         ) from None
 
 
+# TF1 while loops: tf.gradients needs their WhileContext, which a MetaGraphDef keeps in
+# a collection and a GraphDef loses (TensorFlow then fails with an AttributeError).
+_V1_LOOP_OPS = ("Enter", "RefEnter")
+_V1_LOOP_MESSAGE = (
+    "TensorFlow cannot differentiate the TF1 while loops (Enter/Exit ops) of a GraphDef: their "
+    "gradient needs the loop context that only a MetaGraphDef or SavedModel keeps. To fix this, "
+    "check the .meta or SavedModel the graph was frozen from"
+)
+
+
 def _gradient(session, name, x, y, feed) -> Gradient:
     import numpy as np
 
@@ -295,8 +305,12 @@ def _gradient(session, name, x, y, feed) -> Gradient:
                 return Gradient(name, connected, "none")
             value = session.run(tf.convert_to_tensor(grad), feed)
         except (LookupError, ValueError, tf.errors.OpError) as error:
-            message = getattr(error, "message", None) or str(error)
-            return Gradient(name, connected, "error", error=message.strip().splitlines()[0])
+            message = (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
+            return Gradient(name, connected, "error", error="TensorFlow says: " + message.split(". ")[0])
+        except AttributeError:
+            if not any(op.type in _V1_LOOP_OPS for op in session.graph.get_operations()):
+                raise
+            return Gradient(name, connected, "error", error=_V1_LOOP_MESSAGE)
     value = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(value)):
         return Gradient(name, connected, "nan", float("nan"))

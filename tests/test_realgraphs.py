@@ -115,6 +115,19 @@ def test_saved_model_directory_rewrite_loads_in_tensorflow(tmp_path):
         assert muls and all(op.get_attr("_gradient_op_type") == b"graphgrad/reverse(strength=1.0)" for op in muls)
 
 
+def test_check_explains_a_frozen_graph_with_tf1_while_loops():
+    """MTCNN's frozen graph: TensorFlow cannot differentiate its TF1 loops (it fails
+    with an AttributeError); check says why, and what to check instead."""
+    import json
+
+    pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    source = os.path.join(REALGRAPHS, "tf-mtcnn/mtcnn.pb")
+    report = json.loads(run_cli("check", source, "--x", "input", "--y", "box", "--json", expect=1).stdout)
+    [gradient] = report["gradients"]
+    assert gradient["status"] == "error"
+    assert gradient["error"].startswith("TensorFlow cannot differentiate the TF1 while loops (Enter/Exit ops)")
+
+
 def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
     """Every real binary GraphDef: rewrite, summary and reset through graphgrad.wire
     equal a full parse's, and a second rewrite gives the same bytes."""

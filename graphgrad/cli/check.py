@@ -71,7 +71,7 @@ def _render(report) -> None:
     click.echo(table(rows))
     for gradient in report.gradients:
         if gradient.error:
-            click.echo(f"  {gradient.x}: TensorFlow says: {gradient.error.split('. ')[0]}")
+            click.echo(f"  {gradient.x}: {gradient.error}")
     if report.blockers:
         click.echo("gradient blockers on the path:")
         for blocker in report.blockers:
