@@ -221,6 +221,12 @@ def _tensor(graph, name: str):
     except (KeyError, ValueError):
         import difflib
 
+        try:
+            op = graph.get_operation_by_name(full.rpartition(":")[0])
+        except (KeyError, ValueError):
+            op = None
+        if op is not None and not op.outputs:
+            raise CheckUsageError(f"{name} is a {op.type} op, which has no output tensor to differentiate") from None
         names = [t.name for op in graph.get_operations() for t in op.outputs]
         close = difflib.get_close_matches(full, names, n=3, cutoff=0.5)
         hint = f"; close ones: {', '.join(close)}" if close else ""

@@ -218,6 +218,11 @@ def test_a_y_that_is_not_floating_point_is_a_usage_error_naming_the_signatures()
         "Its signatures: serving_default: x = serving_default_x:0, output_0 = PartitionedCall:0" in result.output
 
 
+def test_an_op_without_outputs_is_named_as_such():
+    result = run_cli("check", fixture("model.meta"), "--x", "x", "--y", "save/restore_all", expect=2)
+    assert "save/restore_all is a NoOp op, which has no output tensor to differentiate" in result.output
+
+
 def test_a_model_tensorflow_cannot_load_is_one_line(tmp_path):
     import shutil
 
