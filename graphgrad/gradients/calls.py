@@ -33,20 +33,20 @@ def call(tf, op, grads):
     from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
 
     graph = op.graph
-    name = called_function(op.type, op.node_def.attr)
-    if name not in _functions(graph):
+    function_name = called_function(op.type, op.node_def.attr)
+    if function_name not in _functions(graph):
         raise ValueError(
             f"call on node {op.name!r} ({op.type}): it calls no function of the graph; call is for "
             f"{', '.join(CALL_OPS)} and ops that are functions"
         )
-    definition = function_definition(graph, name)
+    definition = function_definition(graph, function_name)
     body, flat_names = function_def_to_graph_def(definition)
     overriding = overriding_functions(graph)
     for node in body.node:
         if called_function(node.op, node.attr) in overriding:
             node.attr[OVERRIDE_ATTR].s = CALL_GRADIENT.encode()
     returns = [flat_names[definition.ret[arg.name]] for arg in definition.signature.output_arg]
-    wanted = [(name, grad) for name, grad in zip(returns, grads) if grad is not None]
+    wanted = [(tensor, grad) for tensor, grad in zip(returns, grads) if grad is not None]
     if not wanted:
         return [None] * len(op.inputs)
     # Under a GradientTape the gradient is built in a graph of its own, and
@@ -56,8 +56,8 @@ def call(tf, op, grads):
     arguments = [arg.name for arg in definition.signature.input_arg]
     outputs = tf.compat.v1.import_graph_def(
         body,
-        input_map={f"{name}:0": tensor for name, tensor in zip(arguments, inputs)},
-        return_elements=[name for name, _ in wanted],
+        input_map={f"{argument}:0": tensor for argument, tensor in zip(arguments, inputs)},
+        return_elements=[tensor for tensor, _ in wanted],
         name="body",
     )
     return tf.compat.v1.gradients(outputs, inputs, grad_ys=[grad for _, grad in wanted], name="body_grad")
