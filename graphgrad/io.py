@@ -281,8 +281,6 @@ def _saved_model_dir_holds(out_dir: str, model: Model, data: bytes, filename: st
     of it: exactly ``data`` as its graph file, and the members of the source
     directory. Member files count as equal when their size and mtime are (copies
     keep mtimes, and rsync decides the same way); otherwise their bytes are compared."""
-    import filecmp
-
     if not os.path.isdir(out_dir):
         return False
     members = [m for m in SAVED_MODEL_MEMBERS if model.root and os.path.exists(os.path.join(model.root, m))]
@@ -291,15 +289,19 @@ def _saved_model_dir_holds(out_dir: str, model: Model, data: bytes, filename: st
         return False
     if os.path.getsize(graph) != len(data) or not _holds(graph, [data], None):
         return False
+    return all(_same_tree(os.path.join(model.root, m), os.path.join(out_dir, m)) for m in members)
 
-    def same(a: str, b: str) -> bool:
-        if os.path.isfile(a) or os.path.isfile(b):
-            return os.path.isfile(a) and os.path.isfile(b) and filecmp.cmp(a, b, shallow=True)
-        if not (os.path.isdir(a) and os.path.isdir(b)) or sorted(os.listdir(a)) != sorted(os.listdir(b)):
-            return False
-        return all(same(os.path.join(a, name), os.path.join(b, name)) for name in os.listdir(a))
 
-    return all(same(os.path.join(model.root, m), os.path.join(out_dir, m)) for m in members)
+def _same_tree(a: str, b: str) -> bool:
+    """Whether files or directory trees ``a`` and ``b`` hold the same (see above)."""
+    import filecmp
+
+    if os.path.isfile(a) or os.path.isfile(b):
+        return os.path.isfile(a) and os.path.isfile(b) and filecmp.cmp(a, b, shallow=True)
+    if not (os.path.isdir(a) and os.path.isdir(b)):
+        return False
+    names = sorted(os.listdir(a))
+    return names == sorted(os.listdir(b)) and all(_same_tree(os.path.join(a, n), os.path.join(b, n)) for n in names)
 
 
 def _same_directory(a: str, b: str) -> bool:
