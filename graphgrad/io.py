@@ -398,7 +398,7 @@ def remove_stale_temporaries(directory: str, basename: str | None = None) -> Non
     except OSError:
         return
     for name in names:
-        match = _TEMPORARY.match(name)
+        match = _TEMPORARY.match(name) if TEMP_SUFFIX in name else None  # the search first: it is cheap
         if match and basename in (None, match["target"]) and not _alive(int(match["pid"])):
             _remove(os.path.join(directory, name))
 
