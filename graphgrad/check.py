@@ -65,6 +65,7 @@ class CheckReport:
     blockers: list = field(default_factory=list)
     idle_overrides: list = field(default_factory=list)  # (node, value)
     embedded: list = field(default_factory=list)  # (node, spec): --embed surrogates on the path
+    routed_calls: list = field(default_factory=list)  # call ops differentiated through their bodies (``call``)
     without_overrides: list = field(default_factory=list)  # Gradient, when the graph has overrides
     feeds: dict = field(default_factory=dict)  # placeholder -> "given" / "random <dtype> <shape>"
 
@@ -82,6 +83,7 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
     chosen = _tag_set(model, tags)
     report = CheckReport(model=path, y=y, tags=",".join(chosen or ()))
     graph, session, unresolved, routed = _load(model, chosen)
+    report.routed_calls = list(routed)
     # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
     loaded = [op for op in graph.get_operations() if op.name not in routed]
     with graph.as_default():

@@ -209,6 +209,7 @@ def test_a_tf2_saved_model_blocker_inside_its_functions_and_the_fix(tmp_path):
     assert [(g["status"], g["norm"]) for g in report["gradients"]] == [("finite", np.sqrt(8))]  # 2 * (1, 1, 0)
     assert [g["status"] for g in report["without_overrides"]] == ["zero"]
     assert report["idle_overrides"] == [] and report["blockers"] == []
+    assert report["routed_calls"] == ["PartitionedCall"]
 
 
 def test_a_y_that_is_not_floating_point_is_a_usage_error_naming_the_signatures():

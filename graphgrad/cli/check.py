@@ -81,6 +81,9 @@ def _render(report) -> None:
         click.echo("embedded gradients on the path (--embed):")
         for node, spec in report.embedded:
             click.echo(f"  {node}: {spec}")
+    if report.routed_calls:
+        click.echo("call ops differentiated through their functions' bodies, so the overrides inside apply "
+                   f"(graphgrad's call): {', '.join(report.routed_calls)}")
     if report.idle_overrides:
         click.echo("overrides that cannot take effect (not on a differentiable path from x to y):")
         for node, value in report.idle_overrides:
