@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError
 from .gradients import TRANSFORM, USER
-from .gradients.calls import CALL_GRADIENT, CALL_OPS, overriding_functions
+from .gradients.calls import CALL_GRADIENT, called_by, overriding_functions
 from .io import read_model
 from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, graphs_of, iter_graph_nodes
 from .rewrite import RewriteOptions, apply_rules
@@ -188,8 +188,7 @@ def route_calls(graph) -> tuple:
         return ()
     routed = []
     for op in graph.get_operations():
-        called = op.get_attr("f").name if op.type in CALL_OPS else op.type  # no NodeDef per op
-        if called not in overriding:
+        if called_by(op) not in overriding:
             continue
         live = _LiveOp(op)
         if (live.override or "").startswith(NAMESPACE):

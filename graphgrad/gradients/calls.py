@@ -33,7 +33,7 @@ def call(tf, op, grads):
     from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
 
     graph = op.graph
-    function_name = called_function(op.type, op.node_def.attr)
+    function_name = called_by(op)
     if function_name not in _functions(graph):
         raise ValueError(
             f"call on node {op.name!r} ({op.type}): it calls no function of the graph; call is for "
@@ -61,6 +61,11 @@ def call(tf, op, grads):
         name="body",
     )
     return tf.compat.v1.gradients(outputs, inputs, grad_ys=[grad for _, grad in wanted], name="body_grad")
+
+
+def called_by(op) -> str:
+    """What a live operation calls (as :func:`called_function`), without its NodeDef."""
+    return op.get_attr("f").name if op.type in CALL_OPS else op.type
 
 
 def called_function(op_type: str, attrs) -> str:
