@@ -307,7 +307,7 @@ def suggest_op_types(wanted: str, present: list[str]) -> str:
             key = key[len(prefix):]
             break
     api_types = API_OP_TYPES.get(key) or API_OP_TYPES.get(key.lower())
-    if api_types:
+    if api_types and wanted not in api_types:  # "Identity" is an op type, not only tf.identity
         found = [t for t in api_types if t in present]
         if found:
             return f"{wanted} is a Python API name; the graph has op type {' / '.join(found)}"

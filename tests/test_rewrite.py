@@ -110,6 +110,15 @@ def test_near_misses_are_errors_with_hints(rule, hint):
     assert hint in str(error.value)
 
 
+def test_an_op_type_that_is_also_an_api_name_gets_no_api_hint():
+    """`Identity` is what tf.identity creates: saying so would only repeat the key."""
+    from graphgrad.select import suggest_op_types
+
+    assert suggest_op_types("Identity", ["Const", "IdentityN"]) == "did you mean IdentityN?"
+    assert suggest_op_types("Sign", ["Const"]) == ""
+    assert "Python API name" in suggest_op_types("sign", ["Const"])
+
+
 def test_glob_that_selects_nothing_suggests_a_fix():
     model = read_model(fixture("binary_net.pb"))
     with pytest.raises(SelectionError, match=r"4 name\(s\) end in /Sign.*try '\*/Sign'"):
