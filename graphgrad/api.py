@@ -249,12 +249,10 @@ def summarize_file(path: str, kind: str | None = None, functions: bool = True):
 
     if kind in (None, GRAPHDEF) and os.path.isfile(path):
         with SourceFile(path) as source:
-            try:
-                bodies = graphdef_file_bodies(source, functions)
+            try:  # the summary may read more of the file (NodeDefs), so it is inside
+                return summarize_bodies(path, GRAPHDEF, BINARY, [("", graphdef_file_bodies(source, functions))])
             except NotApplicable:
                 data = source.read(0, source.size)
-            else:
-                return summarize_bodies(path, GRAPHDEF, BINARY, [("", bodies)])
         return summarize(model_from_bytes(data, path, kind), functions)
     return summarize(read_model(path, kind), functions)
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from .edit import EMBED_SPEC, GROUP, SOURCE, function_calls, rename_functions
+from .edit import EMBED_SPEC, GROUP, SOURCE, rename_functions
 from .embed import surrogate_for
 from .errors import GraphgradError, UnresolvedGradientsError
+from .functions import function_calls
 from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model
 from .runtime import is_registered, overrides_in, register_gradients, route_calls, tensorflow

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 
 from .errors import GraphgradError
+from .functions import function_calls
 from .model import Model
 from .protos import AttrValue, DataType
 
@@ -255,15 +256,6 @@ def rename_functions(model: Model, suffix: str) -> None:
         for gradient in library.gradient:
             gradient.function_name = names.get(gradient.function_name, gradient.function_name)
             gradient.gradient_func = names.get(gradient.gradient_func, gradient.gradient_func)
-
-
-def function_calls(value) -> list:
-    """The functions an AttrValue names (``func``, or a ``list`` of them), each a
-    NameAttrList: the function's name and its attributes, which may name more."""
-    calls = [value.func] if value.HasField("func") else []
-    if value.HasField("list"):
-        calls += value.list.func
-    return calls
 
 
 def _rename_in_attr(value, names: dict) -> None:

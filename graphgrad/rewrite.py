@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from .errors import SelectionError
+from .functions import graph_calls_into_overrides, unrouted_calls_note
 from .model import Model, iter_nodes
 from .select import DANGLING, op_types_needed, select_nodes
 
@@ -229,4 +230,9 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
         iter_nodes(result, options.functions, op_types), options,
         all_nodes=lambda: iter_nodes(result, options.functions),
     )
+    calls = [
+        f"{label}: {name}" if label else name
+        for label, graph_def in result.graphs() for name in graph_calls_into_overrides(graph_def)
+    ]
+    report.notes += [unrouted_calls_note(calls)] if calls else []
     return result, report

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import SpecError
+from .functions import CALL_OPS, calls_into_overrides
 from .model import Model, override_of
 from .spec import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, spec_from_attr_value
 
@@ -47,6 +48,7 @@ class ModelSummary:
     op_types: list = field(default_factory=list)
     overrides: list = field(default_factory=list)
     graph_problems: list = field(default_factory=list)
+    unrouted_calls: list = field(default_factory=list)  # see graphgrad.functions.calls_into_overrides
 
     @property
     def problems(self) -> list:
@@ -93,6 +95,7 @@ class Body:
     arguments: set
     overrides: list  # (node name, op type, value)
     node_inputs: Callable[[], Iterable]  # (node name, its inputs) per node; read when an input is missing
+    node_defs: Callable[..., Iterable]  # (op types=None) its NodeDefs, of those op types if given
 
 
 def bodies_of(graph_def, functions: bool = True) -> list[Body]:
@@ -116,6 +119,7 @@ def nodes_body(function: str | None, nodes, arguments: set) -> Body:
         arguments=arguments,
         overrides=[(node.name, node.op, override_of(node)) for node in nodes if ATTR in node.attr],
         node_inputs=lambda: ((node.name, node.input) for node in nodes),
+        node_defs=lambda op_types=None: nodes if op_types is None else [n for n in nodes if n.op in op_types],
     )
 
 
@@ -128,7 +132,7 @@ def summarize(model: Model, functions: bool = True) -> ModelSummary:
 def summarize_bodies(path: str, kind: str, encoding: str, graphs) -> ModelSummary:
     """The summary of ``graphs``: (label, [top-level Body, function Body, ...]) per graph."""
     top, in_functions = Counter(), Counter()
-    overrides, function_count, problems = [], 0, []
+    overrides, function_count, problems, unrouted = [], 0, [], []
     classified = {}  # a rewritten graph has thousands of overrides and a few distinct values
     for label, bodies in graphs:
         function_count += len(bodies) - 1
@@ -140,6 +144,7 @@ def summarize_bodies(path: str, kind: str, encoding: str, graphs) -> ModelSummar
                     classified[value] = classify_override(value)
                 overrides.append(Override(label, prefix + name, op_type, value, *classified[value]))
         problems += graph_problems(bodies, label)
+        unrouted += [f"{label}: {name}" if label else name for name in unrouted_calls(bodies)]
     op_types = [
         OpTypeCount(op_type, top[op_type], in_functions[op_type])
         for op_type in sorted(top.keys() | in_functions.keys(), key=lambda t: (-(top[t] + in_functions[t]), t))
@@ -155,6 +160,22 @@ def summarize_bodies(path: str, kind: str, encoding: str, graphs) -> ModelSummar
         op_types=op_types,
         overrides=overrides,
         graph_problems=problems,
+        unrouted_calls=unrouted,
+    )
+
+
+def unrouted_calls(bodies) -> list[str]:
+    """:func:`graphgrad.functions.calls_into_overrides` of a graph's bodies. The
+    NodeDefs are read only if a function holds an override, and those of the top
+    level only if it has a node that may call."""
+    functions = bodies[1:]
+    if not any(body.overrides for body in functions):
+        return []
+    top = bodies[0]
+    callers = set(CALL_OPS).union(body.function for body in functions)
+    return calls_into_overrides(
+        top.node_defs(callers) if callers.intersection(top.ops) else [],
+        {body.function: body.node_defs() for body in functions},
     )
 
 

@@ -25,6 +25,7 @@ from functools import cached_property
 
 from google.protobuf.message import DecodeError
 
+from .functions import CALL_OPS, calls_into_overrides, functions_with_overrides, unrouted_calls_note
 from .model import iter_graph_nodes, override_of, set_override
 from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
 from .protos import AttrValue, GraphDef, NodeDef
@@ -279,6 +280,10 @@ class Library:
             self._original = self._graph.library.SerializeToString(deterministic=True)
         return self._graph
 
+    def functions(self) -> list:
+        """The FunctionDefs."""
+        return list(self.graph().library.function) if self._payloads else []
+
     def function_nodes(self, op_types=None) -> list:
         """References to the nodes of the function bodies (edits stay in the one parse)."""
         if not self._payloads:
@@ -354,7 +359,23 @@ def _rewrite(data, whole, options: RewriteOptions):
         report = _apply_to_heads(graph, op_types, options, all_nodes)
     else:
         report = apply_rules(graph.candidates(op_types) + functions, options, all_nodes=all_nodes)
+    calls = _unrouted_calls(graph, library) if options.functions else []
+    report.notes += [unrouted_calls_note(calls)] if calls else []
     return graph.chunks(library.changed_bytes()), report
+
+
+def _unrouted_calls(graph, library: Library) -> list[str]:
+    """:func:`graphgrad.functions.calls_into_overrides` of a rewritten graph; the
+    top-level NodeDefs are parsed only for the nodes that may call."""
+    bodies = {function.signature.name: function.node_def for function in library.functions()}
+    if not functions_with_overrides(bodies):  # before the top level is looked at
+        return []
+    callers = graph.candidates(set(CALL_OPS).union(bodies))
+    if isinstance(graph, HeadGraph):
+        top_level = [NodeDef.FromString(node.head.SerializeToString()) for node in callers]
+    else:
+        top_level = [node.node for node in callers]
+    return calls_into_overrides(top_level, bodies)
 
 
 def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nodes) -> RewriteReport:
@@ -395,13 +416,22 @@ def _bodies(data, whole, functions: bool) -> list:
         encoded = whole()
         names, ops, inputs, overrides, library = flat_columns(encoded)
         inputs_by_node = lambda: node_inputs(encoded)  # noqa: E731
+        node_defs = lambda op_types: [node for node in _parsed(encoded).node if node.op in op_types]  # noqa: E731
     else:
         names, ops, inputs, overrides, inputs_by_node = _scanned_columns(graph)
         library = graph.library_payloads()
-    top = Body(None, names, ops, inputs, set(), overrides, inputs_by_node)
+        node_defs = lambda op_types: [node.node for node in graph.nodes if node.op_type in op_types]  # noqa: E731
+    top = Body(None, names, ops, inputs, set(), overrides, inputs_by_node, node_defs)
     if not (functions and library):
         return [top]
     return [top] + bodies_of(Library(library).graph())[1:]
+
+
+def _parsed(data) -> GraphDef:
+    try:
+        return GraphDef.FromString(data)
+    except DecodeError:  # let the full parse report the broken file
+        raise NotApplicable("the GraphDef does not parse") from None
 
 
 def _scanned_columns(graph: ScannedGraph):

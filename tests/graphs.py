@@ -63,3 +63,28 @@ def many_nodes():
     graph_def.versions.producer = 1234
     graph_def.library.CopyFrom(frozen_graph(layers=1, width=2).library)
     return graph_def
+
+
+def calling_graph(frozen: bool = False) -> GraphDef:
+    """A TF2-style graph: a top-level PartitionedCall runs ``outer``, whose
+    StatefulPartitionedCall runs ``binarize`` (a Sign); a top-level StatelessIf
+    branches into ``branch`` (another Sign). ``frozen``: big Const kernels too, as
+    in :func:`frozen_graph`, so that the file is scanned rather than parsed."""
+    graph_def = frozen_graph(width=256) if frozen else frozen_graph(layers=0)
+    outer = graph_def.library.function.add()
+    outer.signature.name = "outer"
+    outer.signature.input_arg.add(name="a", type=FLOAT)
+    outer.signature.output_arg.add(name="out", type=FLOAT)
+    nested = outer.node_def.add(name="call_binarize", op="StatefulPartitionedCall", input=["a"])
+    nested.attr["f"].func.name = "binarize"
+    nested.attr["_gradient_op_type"].s = b"PartitionedCall-7"  # as tf.function leaves it
+    outer.ret["out"] = "call_binarize:output:0"
+    branch = graph_def.library.function.add()
+    branch.CopyFrom(graph_def.library.function[0])
+    branch.signature.name = "branch"
+    call = graph_def.node.add(name="model/call", op="PartitionedCall", input=["x"])
+    call.attr["f"].func.name = "outer"
+    cond = graph_def.node.add(name="cond", op="StatelessIf", input=["x", "x"])
+    cond.attr["then_branch"].func.name = "branch"
+    cond.attr["else_branch"].func.name = "branch"
+    return graph_def

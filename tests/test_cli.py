@@ -35,6 +35,13 @@ def test_golden_output(in_root, golden, args):
     check_golden(golden, run_cli(*args).stdout)
 
 
+def test_ops_golden_on_a_patched_tf2_saved_model(in_root, tmp_path):
+    """Its override sits in a function that call ops run: ops names them and the fix."""
+    out = tmp_path / "sm"
+    run_cli("rewrite", "fixtures/tf2_saved_model", "--op", "Sign=ste", "-o", out)
+    check_golden("ops_tf2_saved_model_patched.txt", run_cli("ops", out).stdout.replace(str(out), "OUT"))
+
+
 def test_rewrite_golden_and_idempotent(in_root, tmp_path):
     out = tmp_path / "patched.pb"
     first = run_cli("rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", out)

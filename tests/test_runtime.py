@@ -147,6 +147,8 @@ def test_tf1_loader_of_a_tf2_saved_model_routes_calls_through_python(tmp_path):
     run_cli("rewrite", fixture("tf2_saved_model"), "--op", "Sign=ste", "-o", out)
     for path, routed, expected in ((fixture("tf2_saved_model"), (), [[0.0, 0.0, 0.0]]),
                                    (str(out), ("PartitionedCall",), [[2.0, 2.0, 0.0]])):
+        named = graphgrad.summarize(graphgrad.read_model(path)).unrouted_calls  # what ops and rewrite say
+        assert tuple(name.removeprefix("meta_graph 0 [serve]: ") for name in named if "/" not in name) == routed
         graph = tf.Graph()
         with v1.Session(graph=graph) as session:
             v1.saved_model.loader.load(session, ["serve"], path)

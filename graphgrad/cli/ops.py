@@ -3,6 +3,7 @@
 import click
 
 from ..api import summarize_files
+from ..functions import unrouted_calls_note
 from ..model import KIND_NAMES
 from ..summary import DANGLING, UNRESOLVED
 from . import options
@@ -77,6 +78,8 @@ def _render(summary, status=None) -> str:
             f"    fix: graphgrad rewrite {summary.path} --node '{problem.node}=identity' --force "
             "-o OUT  (or: --repair-dangling identity)"
         )
+    if summary.unrouted_calls:
+        lines.append(f"  note: {unrouted_calls_note(summary.unrouted_calls)}")
     return "\n".join(lines)
 
 

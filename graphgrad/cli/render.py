@@ -53,15 +53,18 @@ def error(message: str) -> None:
     click.echo(f"graphgrad: error: {message}", err=True)
 
 
-def render_change_results(results, render_report, summarize_report=None) -> None:
+LISTED_NOTES = 5  # distinct notes; a zoo rewritten with --allow-missing repeats a few in every file
+
+
+def render_change_results(results, render_report, summarize_report=None, notes_of=None) -> None:
     """One file: ``input -> output`` and the report's lines (or the error).
-    Several: a table, one row per file, and a count.
+    Several: a table, one row per file, a count, and the distinct notes.
 
     ``render_report(report, dry_run)`` returns the lines for one report;
-    ``summarize_report(report)`` one cell for the table.
+    ``summarize_report(report)`` one cell for the table; ``notes_of(report)`` its notes.
     """
     if len(results) > 1 and summarize_report:
-        _render_table(results, summarize_report)
+        _render_table(results, summarize_report, notes_of)
         return
     for result in results:
         if result.error:
@@ -74,7 +77,7 @@ def render_change_results(results, render_report, summarize_report=None) -> None
             click.echo("  output already up to date, not rewritten")
 
 
-def _render_table(results, summarize_report) -> None:
+def _render_table(results, summarize_report, notes_of) -> None:
     rows = [["file", "status", "changes"]]
     for result in results:
         detail = result.error if result.error else summarize_report(result.report)
@@ -86,9 +89,24 @@ def _render_table(results, summarize_report) -> None:
     click.echo(f"{_count(len(results), 'file')}: " + ", ".join(
         _count(n, status) if status == "error" else f"{n} {status}" for status, n in sorted(counts.items())
     ))
+    if notes_of:
+        _render_notes(results, notes_of)
     for result in results:
         if result.error:
             error(result.error)
+
+
+def _render_notes(results, notes_of) -> None:
+    """Each distinct note once, with the files it is about."""
+    files_by_note = {}
+    for result in results:
+        for note in [] if result.error else notes_of(result.report):
+            files_by_note.setdefault(note, []).append(result.input)
+    for note, files in list(files_by_note.items())[:LISTED_NOTES]:
+        where = files[0] if len(files) == 1 else f"{len(files)} files, as {files[0]}"
+        click.echo(f"note ({where}): {note}")
+    if len(files_by_note) > LISTED_NOTES:
+        click.echo(f"(+{len(files_by_note) - LISTED_NOTES} more notes: --json gives every file's)")
 
 
 def _count(n: int, noun: str) -> str:
@@ -107,11 +125,11 @@ def progress_bar(count: int, label: str):
         yield lambda item: bar.update(1, item.path)
 
 
-def finish_batch(results, as_json: bool, render_report, summarize_report) -> None:
+def finish_batch(results, as_json: bool, render_report, summarize_report, notes_of=None) -> None:
     """Print a batch's results (JSON or text); exit 1 if any file failed."""
     if as_json:
         echo_json({"files": results})
     else:
-        render_change_results(results, render_report, summarize_report)
+        render_change_results(results, render_report, summarize_report, notes_of)
     if any(result.error for result in results):
         raise SystemExit(1)

@@ -1,11 +1,9 @@
 """Function calls: differentiate a call op through its function body in Python.
 
-In graph mode (TF1 loaders, a GraphDef imported into a ``tf.Graph``) TensorFlow
-differentiates a call op (``PartitionedCall``, ``StatefulPartitionedCall``, or an
-op whose type is a function of the graph) with a ``SymbolicGradient`` op, which
-its C++ runtime computes: a gradient registered from Python is unknown there, so
-every override inside the body is silently ignored. TF2's ``tf.saved_model.load``
-does not have the problem; it rebuilds the functions in Python.
+In graph mode TensorFlow computes a call's gradient in C++, and every override
+inside the called function is silently ignored (see :mod:`graphgrad.functions`).
+TF2's ``tf.saved_model.load`` does not have the problem; it rebuilds the
+functions in Python.
 
 ``call`` imports a copy of the body next to the call, its inputs wired to the
 call's, marks the nested calls that need it the same way, and differentiates the
@@ -13,15 +11,10 @@ copy with ``tf.gradients``. The copy recomputes the body's forward values; a bod
 with side effects (variable assignments) would repeat them.
 """
 
-import re
-
+from ..functions import CALL_OPS, OVERRIDE_ATTR, calls_into, functions_with_overrides
 from .registry import REPLACEMENT, builtin
 
-CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
-OVERRIDE_ATTR = "_gradient_op_type"  # TensorFlow's attribute, read by tf.gradients
 CALL_GRADIENT = "graphgrad/call"  # what ``call`` is written as: the canonical name of the spec
-# tf.function names its own call ops' gradients so; they are not overrides of the body
-_TF_FUNCTION_CALL = re.compile(rb"(Stateful)?PartitionedCall-\d+\Z")
 
 
 @builtin(
@@ -42,9 +35,8 @@ def call(tf, op, grads):
     definition = function_definition(graph, function_name)
     body, flat_names = function_def_to_graph_def(definition)
     overriding = overriding_functions(graph)
-    for node in body.node:
-        if called_function(node.op, node.attr) in overriding:
-            node.attr[OVERRIDE_ATTR].s = CALL_GRADIENT.encode()
+    for node in calls_into(body.node, overriding):
+        node.attr[OVERRIDE_ATTR].s = CALL_GRADIENT.encode()
     returns = [flat_names[definition.ret[arg.name]] for arg in definition.signature.output_arg]
     wanted = [(tensor, grad) for tensor, grad in zip(returns, grads) if grad is not None]
     if not wanted:
@@ -64,16 +56,8 @@ def call(tf, op, grads):
 
 
 def called_by(op) -> str:
-    """What a live operation calls (as :func:`called_function`), without its NodeDef."""
+    """What a live operation calls (as :func:`graphgrad.functions.called_function`), without its NodeDef."""
     return op.get_attr("f").name if op.type in CALL_OPS else op.type
-
-
-def called_function(op_type: str, attrs) -> str:
-    """What a node calls: the ``f`` attribute of a call op, else its op type (which
-    names a function when the node calls one directly)."""
-    if op_type in CALL_OPS:
-        return attrs["f"].func.name
-    return op_type
 
 
 def function_definition(graph, name: str):
@@ -88,22 +72,6 @@ def _functions(graph):
 
 
 def overriding_functions(graph) -> set:
-    """The names of ``graph``'s functions whose bodies, or the functions those call
-    (branches and loop bodies included), carry a gradient override."""
-    definitions = {name: function_definition(graph, name) for name in _functions(graph)}
-    called, overriding = {}, set()
-    for name, definition in definitions.items():
-        called[name] = set()
-        for node in definition.node_def:
-            value = node.attr[OVERRIDE_ATTR].s if OVERRIDE_ATTR in node.attr else None
-            if value and not _TF_FUNCTION_CALL.match(value):
-                overriding.add(name)
-            if node.op in definitions:
-                called[name].add(node.op)
-            for attr in node.attr.values():
-                called[name].update(f.name for f in ([attr.func] if attr.HasField("func") else attr.list.func))
-    while True:
-        callers = {name for name, names in called.items() if names & overriding} - overriding
-        if not callers:
-            return overriding
-        overriding |= callers
+    """The names of ``graph``'s functions whose bodies, or the functions those run
+    (calls, branches and loop bodies), carry a gradient override."""
+    return functions_with_overrides({name: function_definition(graph, name).node_def for name in _functions(graph)})

@@ -1,0 +1,100 @@
+"""A graph's functions: which functions a node runs, and which hold gradient overrides.
+
+Pure functions over NodeDefs of either proto flavour (graphgrad's or TensorFlow's),
+shared by the file side (``ops``, ``rewrite``) and the runtime's ``call`` gradient.
+
+Why it matters: in graph mode (TF1 loaders, a GraphDef imported into a
+``tf.Graph``) TensorFlow differentiates a *call* (a ``PartitionedCall`` or
+``StatefulPartitionedCall``, or a node whose op type is a function of the graph)
+with a ``SymbolicGradient`` op, computed by its C++ runtime, which knows no
+gradient registered from Python: every override inside the called function is
+ignored unless the call is routed through graphgrad's ``call`` gradient.
+"""
+
+import re
+
+OVERRIDE_ATTR = "_gradient_op_type"  # TensorFlow's attribute, read by tf.gradients
+CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# tf.function names its own call ops' gradients so; they are not overrides of a body
+_TF_FUNCTION_CALL = re.compile(rb"(Stateful)?PartitionedCall-\d+\Z")
+
+
+def function_calls(value) -> list:
+    """The functions an AttrValue names (``func``, or a ``list`` of them), each a
+    NameAttrList: the function's name and its attributes, which may name more."""
+    calls = [value.func] if value.HasField("func") else []
+    if value.HasField("list"):
+        calls += value.list.func
+    return calls
+
+
+def called_function(op_type: str, attrs) -> str:
+    """What a node calls: the ``f`` attribute of a call op, else its op type (which
+    names a function when the node calls one directly)."""
+    if op_type in CALL_OPS:
+        return attrs["f"].func.name if "f" in attrs else ""
+    return op_type
+
+
+def functions_with_overrides(bodies: dict) -> set:
+    """The names of the functions whose bodies (``bodies``: name -> NodeDefs), or
+    the functions those run (calls, branches, loop bodies), carry a gradient override."""
+    overriding = {name for name, nodes in bodies.items() if any(map(_has_override, nodes))}
+    if not overriding:  # the common case: the function attributes are never read
+        return overriding
+    runs = {name: _functions_run(nodes, bodies) for name, nodes in bodies.items()}
+    while True:
+        callers = {name for name, names in runs.items() if names & overriding} - overriding
+        if not callers:
+            return overriding
+        overriding |= callers
+
+
+def _has_override(node) -> bool:
+    if OVERRIDE_ATTR not in node.attr:
+        return False
+    value = node.attr[OVERRIDE_ATTR].s
+    return bool(value) and not _TF_FUNCTION_CALL.match(value)
+
+
+def _functions_run(nodes, functions) -> set:
+    """The names of the ``functions`` that ``nodes`` run: by op type, or named in an attribute."""
+    names = {node.op for node in nodes if node.op in functions}
+    for node in nodes:
+        for value in node.attr.values():
+            names.update(call.name for call in function_calls(value))
+    return names
+
+
+def calls_into(nodes, functions: set) -> list:
+    """The nodes among ``nodes`` that call one of ``functions`` (see :func:`called_function`)."""
+    return [node for node in nodes if called_function(node.op, node.attr) in functions]
+
+
+def calls_into_overrides(top_level, bodies: dict) -> list[str]:
+    """The calls whose gradients graph mode computes in C++ although the called
+    function holds an override: the names of those among the ``top_level``
+    NodeDefs (any that may call will do), then of those in the function
+    ``bodies`` (name -> NodeDefs) as ``function/node``."""
+    overriding = functions_with_overrides(bodies)
+    if not overriding:
+        return []
+    return [node.name for node in calls_into(top_level, overriding)] + [
+        f"{name}/{node.name}" for name, nodes in bodies.items() for node in calls_into(nodes, overriding)
+    ]
+
+
+def graph_calls_into_overrides(graph_def) -> list[str]:
+    """:func:`calls_into_overrides` of a GraphDef."""
+    return calls_into_overrides(graph_def.node, {f.signature.name: f.node_def for f in graph_def.library.function})
+
+
+def unrouted_calls_note(calls: list[str]) -> str:
+    """What to do about :func:`calls_into_overrides`'s ``calls``, in one line."""
+    shown = ", ".join(calls[:3]) + (f" (+{len(calls) - 3} more)" if len(calls) > 3 else "")
+    return (
+        f"{len(calls)} call op(s) run functions that hold gradient overrides ({shown}): graph-mode "
+        "tf.gradients (TF1 loaders, tf.import_graph_def) differentiates them in C++ and ignores those "
+        "overrides. To apply them, load with graphgrad.import_graph_def, or run "
+        "graphgrad.register_gradients(graph) on the loaded tf.Graph; tf.saved_model.load needs nothing"
+    )

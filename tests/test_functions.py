@@ -1,0 +1,122 @@
+"""Call ops whose functions hold overrides: found without TensorFlow, and named
+by `ops` and `rewrite` with what to do (graph mode ignores those overrides unless
+the calls are routed; see test_runtime for the routing itself)."""
+
+import json
+
+import pytest
+from conftest import fixture, run_cli
+from graphs import calling_graph
+
+from graphgrad import read_model, summarize
+from graphgrad.functions import (
+    called_function, calls_into_overrides, functions_with_overrides, graph_calls_into_overrides,
+)
+from graphgrad.protos import NodeDef
+
+NOTE = "call op(s) run functions that hold gradient overrides"
+
+
+def bodies_of(graph_def) -> dict:
+    return {function.signature.name: function.node_def for function in graph_def.library.function}
+
+
+def with_override(graph_def, function: str):
+    [body] = [f for f in graph_def.library.function if f.signature.name == function]
+    body.node_def[0].attr["_gradient_op_type"].s = b"graphgrad/ste(clip=1.0)"
+    return graph_def
+
+
+def test_an_override_reaches_every_function_that_runs_its_function():
+    graph_def = with_override(calling_graph(), "binarize")
+    assert functions_with_overrides(bodies_of(graph_def)) == {"binarize", "outer"}
+
+
+def test_tf_functions_own_call_names_and_plain_bodies_are_no_overrides():
+    assert functions_with_overrides(bodies_of(calling_graph())) == set()
+    assert graph_calls_into_overrides(calling_graph()) == []
+
+
+def test_calls_into_overriding_functions_top_level_first():
+    graph_def = with_override(calling_graph(), "binarize")
+    assert graph_calls_into_overrides(graph_def) == ["model/call", "outer/call_binarize"]
+
+
+def test_an_override_in_a_branch_needs_no_routing():
+    """If/While gradients are built in Python from the branch functions, so the
+    overrides inside apply; only calls are differentiated in C++."""
+    graph_def = with_override(calling_graph(), "branch")
+    assert functions_with_overrides(bodies_of(graph_def)) == {"branch"}
+    assert calls_into_overrides(graph_def.node, bodies_of(graph_def)) == []
+
+
+def test_a_node_whose_op_type_is_a_function_is_a_call():
+    graph_def = with_override(calling_graph(), "binarize")
+    graph_def.node.add(name="direct", op="binarize", input=["x"])
+    assert graph_calls_into_overrides(graph_def)[:2] == ["model/call", "direct"]
+
+
+def test_a_call_op_without_f_calls_nothing_and_is_left_as_it_was():
+    node = NodeDef(name="broken", op="PartitionedCall")
+    assert called_function(node.op, node.attr) == ""
+    assert "f" not in node.attr
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["small nodes", "frozen (scanned)"])
+def test_rewrite_and_ops_name_the_calls_and_the_fix(tmp_path, frozen):
+    source, out = tmp_path / "model.pb", tmp_path / "out.pb"
+    source.write_bytes(calling_graph(frozen).SerializeToString())
+    assert NOTE not in run_cli("ops", source).output
+    rewritten = run_cli("rewrite", source, "--op", "Sign=ste", "-o", out).output
+    expected = "2 call op(s) run functions that hold gradient overrides (model/call, outer/call_binarize)"
+    assert expected in rewritten
+    assert "load with graphgrad.import_graph_def, or run graphgrad.register_gradients(graph)" in rewritten
+    assert expected in run_cli("ops", out).output
+    assert json.loads(run_cli("ops", out, "--json").output)["files"][0]["unrouted_calls"] == [
+        "model/call", "outer/call_binarize",
+    ]
+
+
+def test_no_note_when_only_branches_hold_overrides(tmp_path):
+    source, out = tmp_path / "model.pb", tmp_path / "out.pb"
+    source.write_bytes(calling_graph().SerializeToString())
+    rewritten = run_cli("rewrite", source, "--node", "branch/Sign=ste", "-o", out).output
+    assert "changed 1 node(s)" in rewritten and NOTE not in rewritten
+    assert json.loads(run_cli("ops", out, "--json").output)["files"][0]["unrouted_calls"] == []
+
+
+def test_a_tf2_saved_model_names_its_graph(tmp_path):
+    out = tmp_path / "sm"
+    rewritten = run_cli("rewrite", fixture("tf2_saved_model"), "--op", "Sign=ste", "-o", out).output
+    calls = summarize(read_model(str(out))).unrouted_calls
+    assert calls[0] == "meta_graph 0 [serve]: PartitionedCall"
+    assert f"{len(calls)} {NOTE} ({', '.join(calls)})" in rewritten
+    assert summarize(read_model(fixture("tf2_saved_model"))).unrouted_calls == []
+
+
+def test_a_batch_prints_each_distinct_note_once_with_its_files(tmp_path):
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for name in ("a.pb", "b.pb"):
+        (zoo / name).write_bytes(calling_graph().SerializeToString())
+    output = run_cli("rewrite", zoo, "--op", "Sign=ste", "--op", "Round=ste", "--allow-missing",
+                     "--out-dir", tmp_path / "out").output
+    notes = [line for line in output.splitlines() if line.startswith("note (")]
+    assert notes == [
+        f"note (2 files, as {zoo / 'a.pb'}): no node has op type 'Round'",
+        f"note (2 files, as {zoo / 'a.pb'}): 2 {NOTE} (model/call, outer/call_binarize): graph-mode tf.gradients "
+        "(TF1 loaders, tf.import_graph_def) differentiates them in C++ and ignores those overrides. To apply them, "
+        "load with graphgrad.import_graph_def, or run graphgrad.register_gradients(graph) on the loaded tf.Graph; "
+        "tf.saved_model.load needs nothing",
+    ]
+
+
+def test_a_batch_lists_five_distinct_notes_and_counts_the_rest(tmp_path):
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for name in ("a.pb", "b.pb"):
+        (zoo / name).write_bytes(calling_graph().SerializeToString())
+    missing = [f"--op=Missing{index}=ste" for index in range(7)]
+    output = run_cli("rewrite", zoo, "--op", "Sign=ste", *missing, "--allow-missing", "--dry-run").output
+    assert sum(line.startswith("note (2 files") for line in output.splitlines()) == 5
+    assert "(+3 more notes: --json gives every file's)" in output
