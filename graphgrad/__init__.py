@@ -16,7 +16,7 @@ _EXPORTS = {
     "edit": ["rename_functions"],
     "errors": [
         "GraphgradError", "ModelReadError", "ModelWriteError", "RegistryError", "SelectionError",
-        "SpecError", "TensorFlowMissingError", "UnresolvedGradientsError",
+        "SpecError", "TensorFlowMissingError", "UnresolvedGradientsError", "UnroutedCallsWarning",
     ],
     "gradients": ["REGISTRY", "gradient"],
     "io": ["load_gradient_module", "read_model", "serialize", "write_model"],

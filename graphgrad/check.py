@@ -21,7 +21,7 @@ from .errors import GraphgradError, UnresolvedGradientsError
 from .functions import function_calls
 from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model
-from .runtime import is_registered, overrides_in, register_gradients, route_calls, tensorflow
+from .runtime import is_registered, overrides_in, register_gradients, route_calls_in, tensorflow
 from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
 from .surgery import ResetOptions, reset_model
 
@@ -152,6 +152,8 @@ def _load(model: Model, tags: list | None):
     tf = tensorflow()
     graph = tf.Graph()
     unresolved = set()
+    # Marked before the graph is built, calls inside branch functions are routed too.
+    routed = route_calls_in(_graph_def(model, tags))
     try:
         register_gradients(model)
     except UnresolvedGradientsError:
@@ -169,7 +171,6 @@ def _load(model: Model, tags: list | None):
         except (ValueError, tf.errors.OpError) as error:  # TF's words, without its traceback
             message = (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
             raise GraphgradError(f"TensorFlow cannot load {model.path}: {message}") from None
-        routed = route_calls(graph)  # as register_gradients does for a built graph
     return graph, session, unresolved, routed
 
 

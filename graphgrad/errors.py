@@ -35,3 +35,7 @@ class TensorFlowMissingError(GraphgradError, ImportError):
 
 class UnresolvedGradientsError(GraphgradError):
     """A graph names gradients that no one in this process can provide."""
+
+
+class UnroutedCallsWarning(UserWarning):
+    """A built graph holds calls whose functions' overrides graph mode will ignore."""

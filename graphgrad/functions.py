@@ -39,7 +39,7 @@ def called_function(op_type: str, attrs) -> str:
 def functions_with_overrides(bodies: dict) -> set:
     """The names of the functions whose bodies (``bodies``: name -> NodeDefs), or
     the functions those run (calls, branches, loop bodies), carry a gradient override."""
-    overriding = {name for name, nodes in bodies.items() if any(map(_has_override, nodes))}
+    overriding = {name for name, nodes in bodies.items() if any(map(carries_override, nodes))}
     if not overriding:  # the common case: the function attributes are never read
         return overriding
     runs = {name: _functions_run(nodes, bodies) for name, nodes in bodies.items()}
@@ -50,7 +50,9 @@ def functions_with_overrides(bodies: dict) -> set:
         overriding |= callers
 
 
-def _has_override(node) -> bool:
+def carries_override(node) -> bool:
+    """Whether a NodeDef has a gradient override of its own (tf.function's names for
+    its call ops are none: the loading process does not have them)."""
     if OVERRIDE_ATTR not in node.attr:
         return False
     value = node.attr[OVERRIDE_ATTR].s
@@ -66,9 +68,11 @@ def _functions_run(nodes, functions) -> set:
     return names
 
 
-def calls_into(nodes, functions: set) -> list:
-    """The nodes among ``nodes`` that call one of ``functions`` (see :func:`called_function`)."""
-    return [node for node in nodes if called_function(node.op, node.attr) in functions]
+def unrouted_calls_into(nodes, functions: set) -> list:
+    """The nodes among ``nodes`` that call one of ``functions`` (see
+    :func:`called_function`) and carry no override: graph mode differentiates those
+    with SymbolicGradient."""
+    return [node for node in nodes if called_function(node.op, node.attr) in functions and not carries_override(node)]
 
 
 def calls_into_overrides(top_level, bodies: dict) -> list[str]:
@@ -79,9 +83,38 @@ def calls_into_overrides(top_level, bodies: dict) -> list[str]:
     overriding = functions_with_overrides(bodies)
     if not overriding:
         return []
-    return [node.name for node in calls_into(top_level, overriding)] + [
-        f"{name}/{node.name}" for name, nodes in bodies.items() for node in calls_into(nodes, overriding)
+    return [node.name for node in unrouted_calls_into(top_level, overriding)] + [
+        f"{name}/{node.name}" for name, nodes in bodies.items() for node in unrouted_calls_into(nodes, overriding)
     ]
+
+
+def calls_behind_branches(top_level, bodies: dict) -> list[str]:
+    """Those of :func:`calls_into_overrides` that sit in functions reached through
+    a branch or loop attribute (``If``, ``While``, ``Case``), from the top level or
+    from any function, as ``function/node``. TensorFlow builds such a function's
+    graph from the library when it differentiates the branch, so a call in it can
+    be routed only by marking it in the library before the graph is built."""
+    overriding = functions_with_overrides(bodies)
+    if not overriding:
+        return []
+    branches = {name for nodes in (top_level, *bodies.values()) for name in _branches(nodes)} & overriding
+    while True:  # a branch inside a branch function is built from the library too
+        more = {name for function in branches for name in _branches(bodies[function])} & overriding - branches
+        if not more:
+            break
+        branches |= more
+    return [
+        f"{name}/{node.name}" for name, nodes in bodies.items() if name in branches
+        for node in unrouted_calls_into(nodes, overriding)
+    ]
+
+
+def _branches(nodes) -> set:
+    """The functions ``nodes`` name in attributes other than a call op's ``f``."""
+    return {
+        call.name for node in nodes for key, value in node.attr.items()
+        if not (key == "f" and node.op in CALL_OPS) for call in function_calls(value)
+    }
 
 
 def graph_calls_into_overrides(graph_def) -> list[str]:
@@ -95,6 +128,7 @@ def unrouted_calls_note(calls: list[str]) -> str:
     return (
         f"{len(calls)} call op(s) run functions that hold gradient overrides ({shown}): graph-mode "
         "tf.gradients (TF1 loaders, tf.import_graph_def) differentiates them in C++ and ignores those "
-        "overrides. To apply them, load with graphgrad.import_graph_def, or run "
-        "graphgrad.register_gradients(graph) on the loaded tf.Graph; tf.saved_model.load needs nothing"
+        "overrides. To apply them, import with graphgrad.import_graph_def, which routes them through "
+        "graphgrad's call gradient; after a TF1 loader, graphgrad.register_gradients(graph) routes those "
+        "outside If/While branches; tf.saved_model.load needs nothing"
     )

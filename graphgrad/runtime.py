@@ -6,9 +6,11 @@ under the exact ``_gradient_op_type`` value, once per process.
 """
 
 import threading
+import warnings
 from dataclasses import dataclass
 
-from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError
+from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
+from .functions import calls_behind_branches, functions_with_overrides, unrouted_calls_into
 from .gradients import TRANSFORM, USER
 from .gradients.calls import CALL_GRADIENT, called_by, overriding_functions
 from .io import read_model
@@ -53,12 +55,15 @@ def is_registered(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Registration:
-    """Names :func:`register_gradients` registered now, those already there, and
-    the call ops of a ``tf.Graph`` it routed through ``call`` (see :func:`route_calls`)."""
+    """Names :func:`register_gradients` registered now, those already there, the
+    call ops of a ``tf.Graph`` it routed through ``call`` (see :func:`route_calls`),
+    and those it could not route (``function/node``: calls inside branch or loop
+    functions, which it warns about)."""
 
     registered: tuple = ()
     already: tuple = ()
     calls: tuple = ()
+    unrouted: tuple = ()
 
     @property
     def names(self) -> tuple:
@@ -133,8 +138,12 @@ def _graph_defs(graph):
 
 def overrides_in(graph) -> dict[str, list[str]]:
     """Override value -> names of the nodes that carry it (function bodies included)."""
+    return _override_uses(_graph_defs(graph))
+
+
+def _override_uses(graph_defs) -> dict[str, list[str]]:
     uses: dict[str, list[str]] = {}
-    for graph_def in _graph_defs(graph):
+    for graph_def in graph_defs:
         for node in iter_graph_nodes(graph_def):
             value = node.override
             if value is not None:
@@ -150,9 +159,12 @@ def register_gradients(graph) -> Registration:
     Idempotent and thread-safe; never collides with names registered by users
     (graphgrad's names live under ``graphgrad/``). Raises
     :class:`UnresolvedGradientsError` listing each name no one can provide, after
-    registering the others.
+    registering the others. On a ``tf.Graph``, routes its call ops (see
+    :func:`route_calls`), and warns (:class:`UnroutedCallsWarning`) of calls it
+    cannot route.
     """
-    uses = overrides_in(graph)
+    graph_defs = _graph_defs(graph)
+    uses = _override_uses(graph_defs)
     tf = tensorflow()
     registered, already, unresolved = [], [], []
     with _LOCK:
@@ -173,8 +185,28 @@ def register_gradients(graph) -> Registration:
                 registered.append(value)
     if unresolved:
         raise UnresolvedGradientsError(_unresolved_message(unresolved, uses))
-    calls = route_calls(graph) if hasattr(graph, "get_operations") else ()
-    return Registration(tuple(registered), tuple(already), calls)
+    if not hasattr(graph, "get_operations"):
+        return Registration(tuple(registered), tuple(already))
+    unrouted = tuple(
+        name for graph_def in graph_defs for name in calls_behind_branches(graph_def.node, _bodies(graph_def))
+    )
+    if unrouted:
+        warnings.warn(UnroutedCallsWarning(_unrouted_message(unrouted)), stacklevel=2)
+    return Registration(tuple(registered), tuple(already), route_calls(graph), unrouted)
+
+
+def _bodies(graph_def) -> dict:
+    return {function.signature.name: function.node_def for function in graph_def.library.function}
+
+
+def _unrouted_message(calls) -> str:
+    shown = ", ".join(calls[:3]) + (f" (+{len(calls) - 3} more)" if len(calls) > 3 else "")
+    return (
+        f"{len(calls)} call op(s) inside If/While/Case branch functions run functions that hold gradient "
+        f"overrides ({shown}); a built graph differentiates them in C++ and ignores those overrides, and "
+        "graphgrad can route them only before the graph is built. To fix this, import the GraphDef with "
+        "graphgrad.import_graph_def (a SavedModel: tf.saved_model.load)"
+    )
 
 
 def route_calls(graph) -> tuple:
@@ -233,8 +265,8 @@ def _unresolved_message(unresolved, uses) -> str:
 
 
 def import_graph_def(graph_def_or_path, **kwargs):
-    """Read (if a path), register the graph's gradients, ``tf.import_graph_def``,
-    then :func:`route_calls` in the default graph.
+    """Read (if a path), route the graph's calls (:func:`with_routed_calls`),
+    register its gradients, then ``tf.import_graph_def``.
 
     Accepts a path, a :class:`Model`, or a GraphDef / MetaGraphDef message of either
     flavour; keyword arguments go to ``tf.compat.v1.import_graph_def``.
@@ -246,13 +278,41 @@ def import_graph_def(graph_def_or_path, **kwargs):
             f"this model holds {len(graph_defs)} graphs; read it with graphgrad.read_model "
             "and pass the GraphDef of the one to import"
         )
-    graph_def = graph_defs[0]
+    graph_def = with_routed_calls(graph_defs[0])
     register_gradients(graph_def)
     if not isinstance(graph_def, tf.compat.v1.GraphDef):
         graph_def = tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())
-    imported = tf.compat.v1.import_graph_def(graph_def, **kwargs)
-    route_calls(tf.compat.v1.get_default_graph())
-    return imported
+    return tf.compat.v1.import_graph_def(graph_def, **kwargs)
+
+
+def with_routed_calls(graph_def):
+    """``graph_def``, or a copy of it whose calls into functions that hold overrides
+    (at the top level and in function bodies) carry the ``call`` gradient. Marked
+    before the graph is built, a call is routed wherever TensorFlow differentiates
+    it, inside branch functions too (compare :func:`route_calls`)."""
+    if not functions_with_overrides(_bodies(graph_def)):
+        return graph_def
+    routed = type(graph_def)()
+    routed.CopyFrom(graph_def)
+    route_calls_in(routed)
+    return routed
+
+
+def route_calls_in(graph_def) -> list[str]:
+    """Give the calls of a GraphDef (a message, changed in place) into functions
+    that hold overrides the ``call`` gradient, at the top level and in function
+    bodies, before a graph is built from it. Returns their names (``function/node``
+    in a body)."""
+    overriding = functions_with_overrides(_bodies(graph_def))
+    if not overriding:
+        return []
+    routed = []
+    bodies = ((function.signature.name, function.node_def) for function in graph_def.library.function)
+    for function, nodes in ((None, graph_def.node), *bodies):
+        for node in unrouted_calls_into(nodes, overriding):
+            node.attr[ATTR].s = CALL_GRADIENT.encode()
+            routed.append(node.name if function is None else f"{function}/{node.name}")
+    return routed
 
 
 class _LiveOp:

@@ -209,7 +209,19 @@ def test_a_tf2_saved_model_blocker_inside_its_functions_and_the_fix(tmp_path):
     assert [(g["status"], g["norm"]) for g in report["gradients"]] == [("finite", np.sqrt(8))]  # 2 * (1, 1, 0)
     assert [g["status"] for g in report["without_overrides"]] == ["zero"]
     assert report["idle_overrides"] == [] and report["blockers"] == []
-    assert report["routed_calls"] == ["PartitionedCall"]
+    assert report["routed_calls"][0] == "PartitionedCall"  # then the call in the signature wrapper's body
+    assert report["routed_calls"][1].endswith("/PartitionedCall") and len(report["routed_calls"]) == 2
+
+
+def test_a_call_inside_a_branch_function_is_routed(tmp_path):
+    """If -> branch function -> PartitionedCall -> Sign: check marks the call before
+    it builds the graph, where TensorFlow will build the branch's graph from."""
+    out = tmp_path / "out.pb"
+    run_cli("rewrite", fixture("call_in_branch.pb"), "--op", "Sign=ste", "-o", out)
+    report = check_json(out, "--x", "x", "--y", "y", "--feed", "p=true", "--feed", "x=[0.5, -0.3, 2.0]", expect=0)
+    assert [(g["status"], g["norm"]) for g in report["gradients"]] == [("finite", np.sqrt(8))]  # 2 * (1, 1, 0)
+    [call] = report["routed_calls"]
+    assert call.startswith("cond_true_") and call.endswith("/cond/PartitionedCall")
 
 
 def test_a_y_that_is_not_floating_point_is_a_usage_error_naming_the_signatures():

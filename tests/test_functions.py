@@ -10,9 +10,11 @@ from graphs import calling_graph
 
 from graphgrad import read_model, summarize
 from graphgrad.functions import (
-    called_function, calls_into_overrides, functions_with_overrides, graph_calls_into_overrides,
+    called_function, calls_behind_branches, calls_into_overrides, functions_with_overrides, graph_calls_into_overrides,
+    unrouted_calls_note,
 )
 from graphgrad.protos import NodeDef
+from graphgrad.runtime import route_calls_in, with_routed_calls
 
 NOTE = "call op(s) run functions that hold gradient overrides"
 
@@ -62,6 +64,46 @@ def test_a_call_op_without_f_calls_nothing_and_is_left_as_it_was():
     assert "f" not in node.attr
 
 
+def with_call_in_branch(graph_def):
+    """``branch`` (an If's branch at the top level) calls ``binarize`` too."""
+    [branch] = [f for f in graph_def.library.function if f.signature.name == "branch"]
+    call = branch.node_def.add(name="call", op="PartitionedCall", input=["a"])
+    call.attr["f"].func.name = "binarize"
+    return graph_def
+
+
+def test_calls_behind_branches_are_those_a_built_graph_cannot_route():
+    graph_def = with_override(calling_graph(), "binarize")
+    assert calls_behind_branches(graph_def.node, bodies_of(graph_def)) == []  # reached through calls only
+    with_call_in_branch(graph_def)
+    assert graph_calls_into_overrides(graph_def) == ["model/call", "outer/call_binarize", "branch/call"]
+    assert calls_behind_branches(graph_def.node, bodies_of(graph_def)) == ["branch/call"]
+
+
+def test_a_branch_inside_a_branch_function_is_behind_a_branch_too():
+    graph_def = with_override(with_call_in_branch(calling_graph()), "binarize")
+    [branch] = [f for f in graph_def.library.function if f.signature.name == "branch"]
+    outer_branch = graph_def.library.function.add()
+    outer_branch.signature.name = "outer_branch"
+    cond = outer_branch.node_def.add(name="cond", op="StatelessIf")
+    cond.attr["then_branch"].func.name = "branch"
+    graph_def.node[-1].attr["then_branch"].func.name = "outer_branch"  # the top level's If
+    graph_def.node[-1].attr["else_branch"].func.name = "outer_branch"
+    assert calls_behind_branches(graph_def.node, bodies_of(graph_def)) == ["branch/call"]
+    assert branch.node_def[-1].name == "call"
+
+
+def test_routing_marks_every_call_into_an_override_before_the_graph_is_built():
+    graph_def = with_override(with_call_in_branch(calling_graph()), "binarize")
+    routed = with_routed_calls(graph_def)
+    assert routed is not graph_def and graph_calls_into_overrides(graph_def) != []  # the input is left as it was
+    assert graph_calls_into_overrides(routed) == []
+    assert route_calls_in(graph_def) == ["model/call", "outer/call_binarize", "branch/call"]
+    assert graph_def.node[-2].attr["_gradient_op_type"].s == b"graphgrad/call"
+    plain = calling_graph()
+    assert with_routed_calls(plain) is plain
+
+
 @pytest.mark.parametrize("frozen", [False, True], ids=["small nodes", "frozen (scanned)"])
 def test_rewrite_and_ops_name_the_calls_and_the_fix(tmp_path, frozen):
     source, out = tmp_path / "model.pb", tmp_path / "out.pb"
@@ -70,7 +112,7 @@ def test_rewrite_and_ops_name_the_calls_and_the_fix(tmp_path, frozen):
     rewritten = run_cli("rewrite", source, "--op", "Sign=ste", "-o", out).output
     expected = "2 call op(s) run functions that hold gradient overrides (model/call, outer/call_binarize)"
     assert expected in rewritten
-    assert "load with graphgrad.import_graph_def, or run graphgrad.register_gradients(graph)" in rewritten
+    assert "To apply them, import with graphgrad.import_graph_def, which routes them" in rewritten
     assert expected in run_cli("ops", out).output
     assert json.loads(run_cli("ops", out, "--json").output)["files"][0]["unrouted_calls"] == [
         "model/call", "outer/call_binarize",
@@ -104,10 +146,7 @@ def test_a_batch_prints_each_distinct_note_once_with_its_files(tmp_path):
     notes = [line for line in output.splitlines() if line.startswith("note (")]
     assert notes == [
         f"note (2 files, as {zoo / 'a.pb'}): no node has op type 'Round'",
-        f"note (2 files, as {zoo / 'a.pb'}): 2 {NOTE} (model/call, outer/call_binarize): graph-mode tf.gradients "
-        "(TF1 loaders, tf.import_graph_def) differentiates them in C++ and ignores those overrides. To apply them, "
-        "load with graphgrad.import_graph_def, or run graphgrad.register_gradients(graph) on the loaded tf.Graph; "
-        "tf.saved_model.load needs nothing",
+        f"note (2 files, as {zoo / 'a.pb'}): {unrouted_calls_note(['model/call', 'outer/call_binarize'])}",
     ]
 
 

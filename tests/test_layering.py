@@ -32,7 +32,7 @@ ALLOWED = {
     "partial": {"protos", "spec"},
     "wire": {"functions", "model", "partial", "protos", "rewrite", "select", "spec", "summary"},
     "api": {"batch", "diff", "errors", "io", "model", "rewrite", "summary", "surgery", "wire"},
-    "runtime": {"errors", "gradients", "io", "model", "rewrite", "select", "spec"},
+    "runtime": {"errors", "functions", "gradients", "io", "model", "rewrite", "select", "spec"},
     "check": {"edit", "embed", "errors", "functions", "io", "model", "runtime", "spec", "surgery"},
     "cli": {
         "api", "batch", "check", "cli", "edit", "errors", "functions", "gradients", "io", "model", "rewrite", "select",

@@ -158,6 +158,33 @@ def test_tf1_loader_of_a_tf2_saved_model_routes_calls_through_python(tmp_path):
             assert_close(session.run(tf.gradients(y, x)[0], {x: [[0.5, -0.3, 2.0]]}), expected)
 
 
+def test_a_call_inside_a_branch_function(tmp_path):
+    """call_in_branch: If -> branch function -> PartitionedCall -> Sign. TensorFlow
+    builds a branch's graph from the library when it differentiates the If, so the
+    call must be marked before the graph is built: graphgrad.import_graph_def does;
+    register_gradients on a built graph cannot, and warns."""
+    out = tmp_path / "out.pb"
+    run_cli("rewrite", fixture("call_in_branch.pb"), "--op", "Sign=ste", "-o", out)
+    x_value = [0.5, -0.3, 2.0]
+    graph = tf.Graph()
+    with graph.as_default():
+        graphgrad.import_graph_def(str(out), name="")
+        grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
+        with v1.Session() as session:
+            assert_close(session.run(grad, {"x:0": x_value, "p:0": True}), [2.0, 2.0, 0.0])  # ste(clip=1) * 2
+            assert_close(session.run(grad, {"x:0": x_value, "p:0": False}), [3.0, 3.0, 3.0])
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(out.read_bytes()), name="")
+        with pytest.warns(graphgrad.UnroutedCallsWarning, match="import the GraphDef with graphgrad.import_graph_def"):
+            registration = graphgrad.register_gradients(graph)
+        [call] = registration.unrouted
+        assert call.startswith("cond_true_") and call.endswith("/cond/PartitionedCall")
+        grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
+        with v1.Session() as session:
+            assert_close(session.run(grad, {"x:0": x_value, "p:0": True}), [0.0, 0.0, 0.0])  # what it warns of
+
+
 def test_a_routed_call_that_reads_a_variable(tmp_path):
     """A StatefulPartitionedCall with the variable's handle as an input: x gets the
     override's gradient, and the variable its own, through the handle."""

@@ -11,7 +11,7 @@ copy with ``tf.gradients``. The copy recomputes the body's forward values; a bod
 with side effects (variable assignments) would repeat them.
 """
 
-from ..functions import CALL_OPS, OVERRIDE_ATTR, calls_into, functions_with_overrides
+from ..functions import CALL_OPS, OVERRIDE_ATTR, functions_with_overrides, unrouted_calls_into
 from .registry import REPLACEMENT, builtin
 
 CALL_GRADIENT = "graphgrad/call"  # what ``call`` is written as: the canonical name of the spec
@@ -35,7 +35,7 @@ def call(tf, op, grads):
     definition = function_definition(graph, function_name)
     body, flat_names = function_def_to_graph_def(definition)
     overriding = overriding_functions(graph)
-    for node in calls_into(body.node, overriding):
+    for node in unrouted_calls_into(body.node, overriding):
         node.attr[OVERRIDE_ATTR].s = CALL_GRADIENT.encode()
     returns = [flat_names[definition.ret[arg.name]] for arg in definition.signature.output_arg]
     wanted = [(tensor, grad) for tensor, grad in zip(returns, grads) if grad is not None]
@@ -61,14 +61,23 @@ def called_by(op) -> str:
 
 
 def function_definition(graph, name: str):
-    """The FunctionDef of ``graph``'s function ``name`` (TF >= 2.13 caches it)."""
-    function = graph._get_function(name)
+    """The FunctionDef of the function ``name`` that ``graph`` can call (TF >= 2.13 caches it)."""
+    function = _functions(graph)[name]
     return getattr(function, "cached_definition", None) or function.definition
 
 
-def _functions(graph):
-    # TensorFlow's own table of a graph's functions, by name; nothing to route without it
-    return getattr(graph, "_functions", None) or {}
+def _functions(graph) -> dict:
+    """TensorFlow's own tables of the functions ``graph`` can call, by name: its
+    own and its outer graphs' (a branch or body graph built from an imported
+    function holds none; they stay in the graph the GraphDef was imported into)."""
+    graphs = []
+    while graph is not None:
+        graphs.append(graph)
+        graph = getattr(graph, "outer_graph", None)
+    functions = {}
+    for outer_first in reversed(graphs):
+        functions.update(getattr(outer_first, "_functions", None) or {})
+    return functions
 
 
 def overriding_functions(graph) -> set:
