@@ -117,9 +117,14 @@ def _branches(nodes) -> set:
     }
 
 
+def function_bodies(graph_def) -> dict:
+    """A GraphDef's functions: name -> NodeDefs."""
+    return {function.signature.name: function.node_def for function in graph_def.library.function}
+
+
 def graph_calls_into_overrides(graph_def) -> list[str]:
     """:func:`calls_into_overrides` of a GraphDef."""
-    return calls_into_overrides(graph_def.node, {f.signature.name: f.node_def for f in graph_def.library.function})
+    return calls_into_overrides(graph_def.node, function_bodies(graph_def))
 
 
 def unrouted_calls_note(calls: list[str]) -> str:

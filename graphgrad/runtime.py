@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass
 
 from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
-from .functions import calls_behind_branches, functions_with_overrides, unrouted_calls_into
+from .functions import calls_behind_branches, function_bodies, functions_with_overrides, unrouted_calls_into
 from .gradients import TRANSFORM, USER
 from .gradients.calls import CALL_GRADIENT, called_by, overriding_functions
 from .io import read_model
@@ -188,15 +188,12 @@ def register_gradients(graph) -> Registration:
     if not hasattr(graph, "get_operations"):
         return Registration(tuple(registered), tuple(already))
     unrouted = tuple(
-        name for graph_def in graph_defs for name in calls_behind_branches(graph_def.node, _bodies(graph_def))
+        name for graph_def in graph_defs
+        for name in calls_behind_branches(graph_def.node, function_bodies(graph_def))
     )
     if unrouted:
         warnings.warn(UnroutedCallsWarning(_unrouted_message(unrouted)), stacklevel=2)
     return Registration(tuple(registered), tuple(already), route_calls(graph), unrouted)
-
-
-def _bodies(graph_def) -> dict:
-    return {function.signature.name: function.node_def for function in graph_def.library.function}
 
 
 def _unrouted_message(calls) -> str:
@@ -290,7 +287,7 @@ def with_routed_calls(graph_def):
     (at the top level and in function bodies) carry the ``call`` gradient. Marked
     before the graph is built, a call is routed wherever TensorFlow differentiates
     it, inside branch functions too (compare :func:`route_calls`)."""
-    if not functions_with_overrides(_bodies(graph_def)):
+    if not functions_with_overrides(function_bodies(graph_def)):
         return graph_def
     routed = type(graph_def)()
     routed.CopyFrom(graph_def)
@@ -303,7 +300,7 @@ def route_calls_in(graph_def) -> list[str]:
     that hold overrides the ``call`` gradient, at the top level and in function
     bodies, before a graph is built from it. Returns their names (``function/node``
     in a body)."""
-    overriding = functions_with_overrides(_bodies(graph_def))
+    overriding = functions_with_overrides(function_bodies(graph_def))
     if not overriding:
         return []
     routed = []

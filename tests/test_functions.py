@@ -10,17 +10,13 @@ from graphs import calling_graph
 
 from graphgrad import read_model, summarize
 from graphgrad.functions import (
-    called_function, calls_behind_branches, calls_into_overrides, functions_with_overrides, graph_calls_into_overrides,
-    unrouted_calls_note,
+    called_function, calls_behind_branches, calls_into_overrides, function_bodies, functions_with_overrides,
+    graph_calls_into_overrides, unrouted_calls_note,
 )
 from graphgrad.protos import NodeDef
 from graphgrad.runtime import route_calls_in, with_routed_calls
 
 NOTE = "call op(s) run functions that hold gradient overrides"
-
-
-def bodies_of(graph_def) -> dict:
-    return {function.signature.name: function.node_def for function in graph_def.library.function}
 
 
 def with_override(graph_def, function: str):
@@ -31,11 +27,11 @@ def with_override(graph_def, function: str):
 
 def test_an_override_reaches_every_function_that_runs_its_function():
     graph_def = with_override(calling_graph(), "binarize")
-    assert functions_with_overrides(bodies_of(graph_def)) == {"binarize", "outer"}
+    assert functions_with_overrides(function_bodies(graph_def)) == {"binarize", "outer"}
 
 
 def test_tf_functions_own_call_names_and_plain_bodies_are_no_overrides():
-    assert functions_with_overrides(bodies_of(calling_graph())) == set()
+    assert functions_with_overrides(function_bodies(calling_graph())) == set()
     assert graph_calls_into_overrides(calling_graph()) == []
 
 
@@ -48,8 +44,8 @@ def test_an_override_in_a_branch_needs_no_routing():
     """If/While gradients are built in Python from the branch functions, so the
     overrides inside apply; only calls are differentiated in C++."""
     graph_def = with_override(calling_graph(), "branch")
-    assert functions_with_overrides(bodies_of(graph_def)) == {"branch"}
-    assert calls_into_overrides(graph_def.node, bodies_of(graph_def)) == []
+    assert functions_with_overrides(function_bodies(graph_def)) == {"branch"}
+    assert calls_into_overrides(graph_def.node, function_bodies(graph_def)) == []
 
 
 def test_a_node_whose_op_type_is_a_function_is_a_call():
@@ -74,10 +70,10 @@ def with_call_in_branch(graph_def):
 
 def test_calls_behind_branches_are_those_a_built_graph_cannot_route():
     graph_def = with_override(calling_graph(), "binarize")
-    assert calls_behind_branches(graph_def.node, bodies_of(graph_def)) == []  # reached through calls only
+    assert calls_behind_branches(graph_def.node, function_bodies(graph_def)) == []  # reached through calls only
     with_call_in_branch(graph_def)
     assert graph_calls_into_overrides(graph_def) == ["model/call", "outer/call_binarize", "branch/call"]
-    assert calls_behind_branches(graph_def.node, bodies_of(graph_def)) == ["branch/call"]
+    assert calls_behind_branches(graph_def.node, function_bodies(graph_def)) == ["branch/call"]
 
 
 def test_a_branch_inside_a_branch_function_is_behind_a_branch_too():
@@ -89,7 +85,7 @@ def test_a_branch_inside_a_branch_function_is_behind_a_branch_too():
     cond.attr["then_branch"].func.name = "branch"
     graph_def.node[-1].attr["then_branch"].func.name = "outer_branch"  # the top level's If
     graph_def.node[-1].attr["else_branch"].func.name = "outer_branch"
-    assert calls_behind_branches(graph_def.node, bodies_of(graph_def)) == ["branch/call"]
+    assert calls_behind_branches(graph_def.node, function_bodies(graph_def)) == ["branch/call"]
     assert branch.node_def[-1].name == "call"
 
 
