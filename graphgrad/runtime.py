@@ -202,7 +202,8 @@ def _unrouted_message(calls) -> str:
         f"{len(calls)} call op(s) inside If/While/Case branch functions run functions that hold gradient "
         f"overrides ({shown}); a built graph differentiates them in C++ and ignores those overrides, and "
         "graphgrad can route them only before the graph is built. To fix this, import the GraphDef with "
-        "graphgrad.import_graph_def (a SavedModel: tf.saved_model.load)"
+        "graphgrad.import_graph_def (a TF2 SavedModel: tf.saved_model.load), or write the call gradient into "
+        f"the file, one --node per call: graphgrad rewrite MODEL --node '{calls[0]}=call' --force -o OUT"
     )
 
 

@@ -183,6 +183,15 @@ def test_a_call_inside_a_branch_function(tmp_path):
         grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
         with v1.Session() as session:
             assert_close(session.run(grad, {"x:0": x_value, "p:0": True}), [0.0, 0.0, 0.0])  # what it warns of
+    fixed = tmp_path / "fixed.pb"  # the warning's other fix: the call gradient in the file
+    run_cli("rewrite", out, "--node", f"{call}=call", "--force", "-o", fixed)
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(fixed.read_bytes()), name="")
+        assert graphgrad.register_gradients(graph).unrouted == ()
+        grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
+        with v1.Session() as session:
+            assert_close(session.run(grad, {"x:0": x_value, "p:0": True}), [2.0, 2.0, 0.0])
 
 
 def test_a_routed_call_that_reads_a_variable(tmp_path):
