@@ -372,7 +372,10 @@ def _unrouted_calls(graph, library: Library) -> list[str]:
         return []
     callers = graph.candidates(set(CALL_OPS).union(bodies))
     if isinstance(graph, HeadGraph):
-        top_level = [NodeDef.FromString(node.head.SerializeToString()) for node in callers]
+        try:
+            top_level = [NodeDef.FromString(node.head.SerializeToString()) for node in callers]
+        except DecodeError:  # let the full parse report the broken node
+            raise NotApplicable("a node does not parse") from None
     else:
         top_level = [node.node for node in callers]
     return calls_into_overrides(top_level, bodies)

@@ -4,12 +4,13 @@ import pytest
 from conftest import fast_rewrite as fast
 from conftest import fixture, run_cli
 from conftest import rule_options as options
-from graphs import chain_graph, frozen_graph, many_nodes
+from graphs import calling_graph, chain_graph, frozen_graph, many_nodes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphgrad import iter_nodes, read_model, rewrite_model
+from graphgrad import SelectionError, iter_nodes, read_model, rewrite_model
 from graphgrad.model import Model
+from graphgrad.summary import summarize_bodies
 from graphgrad.wire import NotApplicable, ScannedGraph, graphdef_bodies
 
 
@@ -97,9 +98,17 @@ def read_model_bytes(data):
     return parse_model_bytes(data)[0]
 
 
+def calls_with_an_override() -> bytes:
+    """Call ops whose function holds an override: the notes read the callers' NodeDefs."""
+    graph_def = calling_graph()
+    graph_def.library.function[0].node_def[0].attr["_gradient_op_type"].s = b"graphgrad/ste(clip=1.0)"
+    return graph_def.SerializeToString()
+
+
 @pytest.mark.parametrize("graph", [
     frozen_graph(layers=2, width=12).SerializeToString(),  # scanned here
     chain_graph(40).SerializeToString(),  # parsed with graphgrad.partial's cut-down schema
+    calls_with_an_override(),
 ])
 @settings(max_examples=300, deadline=2000)
 @given(data=st.data())
@@ -109,13 +118,18 @@ def test_mutated_bytes_never_crash(graph, data):
         mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
     try:
         bodies = graphdef_bodies(bytes(mutated))
+        summary = summarize_bodies("mutated.pb", "graphdef", "binary", [("", bodies)])
     except NotApplicable:
         pass  # the caller parses the file whole and reports what is wrong
     else:
         assert all(len(body.names) == len(body.ops) for body in bodies)
+        assert summary.nodes_top == len(bodies[0].names)
     try:
         output, _ = fast(bytes(mutated), options(("op", "Relu=ste"), ("op", "Sign=ste"), allow_missing=True))
     except NotApplicable:
+        return
+    except SelectionError as error:  # a mutated override is one a rule may not replace without --force
+        assert "add --force" in str(error)
         return
     assert isinstance(output, bytes)
 
