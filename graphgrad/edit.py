@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 
 from .errors import GraphgradError
-from .functions import function_calls
+from .functions import rename_function_references, rename_in_attr
 from .model import Model
 from .protos import AttrValue, DataType
 
@@ -242,27 +242,17 @@ def rename_functions(model: Model, suffix: str) -> None:
         names = {function.signature.name: function.signature.name + suffix for function in library.function}
         if not names:
             continue
-        nodes = list(graph_def.node)
+        rename_function_references(graph_def.node, names)
         for function in library.function:
             function.signature.name = names[function.signature.name]
-            nodes += function.node_def
+            rename_function_references(function.node_def, names)
             for value in function.attr.values():
-                _rename_in_attr(value, names)
-        for node in nodes:
-            if node.op in names:
-                node.op = names[node.op]
-            for value in node.attr.values():
-                _rename_in_attr(value, names)
+                rename_in_attr(value, names)
         for gradient in library.gradient:
             gradient.function_name = names.get(gradient.function_name, gradient.function_name)
             gradient.gradient_func = names.get(gradient.gradient_func, gradient.gradient_func)
 
 
-def _rename_in_attr(value, names: dict) -> None:
-    for call in function_calls(value):
-        call.name = names.get(call.name, call.name)
-        for nested in call.attr.values():
-            _rename_in_attr(nested, names)
 
 
 def _runs(indices: list) -> list:

@@ -28,6 +28,24 @@ def function_calls(value) -> list:
     return calls
 
 
+def rename_function_references(nodes, names: dict) -> None:
+    """Point the NodeDefs ``nodes`` (changed in place) at the functions ``names``
+    maps to: op types that name a function, and function-valued attributes."""
+    for node in nodes:
+        if node.op in names:
+            node.op = names[node.op]
+        for value in node.attr.values():
+            rename_in_attr(value, names)
+
+
+def rename_in_attr(value, names: dict) -> None:
+    """Rename the functions an AttrValue names, nested ones too, as ``names`` maps them."""
+    for call in function_calls(value):
+        call.name = names.get(call.name, call.name)
+        for nested in call.attr.values():
+            rename_in_attr(nested, names)
+
+
 def called_function(op_type: str, attrs) -> str:
     """What a node calls: the ``f`` attribute of a call op, else its op type (which
     names a function when the node calls one directly)."""
@@ -133,7 +151,7 @@ def unrouted_calls_note(calls: list[str]) -> str:
     return (
         f"{len(calls)} call op(s) run functions that hold gradient overrides ({shown}): graph-mode "
         "tf.gradients (TF1 loaders, tf.import_graph_def) differentiates them in C++ and ignores those "
-        "overrides. To apply them, import with graphgrad.import_graph_def, which routes them through "
-        "graphgrad's call gradient; after a TF1 loader, graphgrad.register_gradients(graph) routes those "
-        "outside If/While branches; tf.saved_model.load needs nothing"
+        "overrides. To apply them, import with graphgrad.import_graph_def, or run "
+        "graphgrad.register_gradients(graph) on the tf.Graph a TF1 loader built: both route them through "
+        "graphgrad's call gradient; tf.saved_model.load needs nothing"
     )

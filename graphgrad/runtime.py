@@ -10,15 +10,18 @@ import warnings
 from dataclasses import dataclass
 
 from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
-from .functions import calls_behind_branches, function_bodies, functions_with_overrides, unrouted_calls_into
+from .functions import (
+    calls_behind_branches, carries_override, function_bodies, function_calls, functions_with_overrides,
+    rename_function_references, rename_in_attr, unrouted_calls_into,
+)
 from .gradients import TRANSFORM, USER
-from .gradients.calls import CALL_GRADIENT, called_by, overriding_functions
+from .gradients.calls import CALL_GRADIENT, called_by, routed_copy
 from .io import read_model
 from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, graphs_of, iter_graph_nodes
 from .rewrite import RewriteOptions, apply_rules
 from .select import NODE, OP, Rule
 from .spec import (
-    ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, GradientSpec, parse_spec, spec_from_attr_value,
+    ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, GradientSpec, parse_spec, spec_from_attr_value,
 )
 
 _LOCK = threading.Lock()
@@ -57,8 +60,8 @@ def is_registered(name: str) -> bool:
 class Registration:
     """Names :func:`register_gradients` registered now, those already there, the
     call ops of a ``tf.Graph`` it routed through ``call`` (see :func:`route_calls`),
-    and those it could not route (``function/node``: calls inside branch or loop
-    functions, which it warns about)."""
+    and the calls it could not route (``function/node``: calls inside branch or
+    loop functions of a finalized graph, which it warns about)."""
 
     registered: tuple = ()
     already: tuple = ()
@@ -161,7 +164,7 @@ def register_gradients(graph) -> Registration:
     :class:`UnresolvedGradientsError` listing each name no one can provide, after
     registering the others. On a ``tf.Graph``, routes its call ops (see
     :func:`route_calls`), and warns (:class:`UnroutedCallsWarning`) of calls it
-    cannot route.
+    cannot route (in a finalized graph).
     """
     graph_defs = _graph_defs(graph)
     uses = _override_uses(graph_defs)
@@ -187,49 +190,83 @@ def register_gradients(graph) -> Registration:
         raise UnresolvedGradientsError(_unresolved_message(unresolved, uses))
     if not hasattr(graph, "get_operations"):
         return Registration(tuple(registered), tuple(already))
-    unrouted = tuple(
-        name for graph_def in graph_defs
-        for name in calls_behind_branches(graph_def.node, function_bodies(graph_def))
-    )
+    routed, unrouted = route_calls(graph, graph_defs[0])
     if unrouted:
         warnings.warn(UnroutedCallsWarning(_unrouted_message(unrouted)), stacklevel=2)
-    return Registration(tuple(registered), tuple(already), route_calls(graph), unrouted)
+    return Registration(tuple(registered), tuple(already), routed, unrouted)
 
 
 def _unrouted_message(calls) -> str:
     shown = ", ".join(calls[:3]) + (f" (+{len(calls) - 3} more)" if len(calls) > 3 else "")
     return (
         f"{len(calls)} call op(s) inside If/While/Case branch functions run functions that hold gradient "
-        f"overrides ({shown}); a built graph differentiates them in C++ and ignores those overrides, and "
-        "graphgrad can route them only before the graph is built. To fix this, import the GraphDef with "
-        "graphgrad.import_graph_def (a TF2 SavedModel: tf.saved_model.load), or write the call gradient into "
-        f"the file, one --node per call: graphgrad rewrite MODEL --node '{calls[0]}=call' --force -o OUT"
+        f"overrides ({shown}); the graph is finalized, so graphgrad cannot add the routed copies of those "
+        "functions, and tf.gradients will ignore the overrides. To fix this, call "
+        "graphgrad.register_gradients(graph) before the graph is finalized, import the GraphDef with "
+        "graphgrad.import_graph_def, or write the call gradient into the file, one --node per call: "
+        f"graphgrad rewrite MODEL --node '{calls[0]}=call' --force -o OUT"
     )
 
 
-def route_calls(graph) -> tuple:
-    """Give the call ops of a built ``tf.Graph`` whose functions hold overrides the
-    ``call`` gradient, so that tf.gradients differentiates their bodies in Python
-    (graph mode would use SymbolicGradient, which ignores every override in them).
-    Calls that already carry a graphgrad gradient are left alone. Returns the names
-    of the ops routed now."""
-    overriding = overriding_functions(graph)
+def route_calls(graph, graph_def) -> tuple[tuple, tuple]:
+    """Give the call ops of a built ``tf.Graph`` (``graph_def``: its GraphDef) whose
+    functions hold overrides the ``call`` gradient, so that tf.gradients
+    differentiates their bodies in Python (graph mode would use SymbolicGradient,
+    which ignores every override in them). Calls with an override of their own
+    are left alone.
+
+    A call inside a branch or loop function is out of reach where it is:
+    TensorFlow builds a branch's graph from the function library, which a built
+    graph keeps as it was. So the graph gets marked copies of the functions that
+    lead to overrides (:func:`routed_copy` names them), and its ops that name those
+    functions are pointed at the copies. Returns the names of the call ops routed
+    now, and those of the calls left unrouted (``function/node``: a finalized
+    graph takes no new functions)."""
+    bodies = function_bodies(graph_def)
+    overriding = functions_with_overrides(bodies)
     if not overriding:
-        return ()
+        return (), ()
+    unrouted = calls_behind_branches(graph_def.node, bodies)
+    if unrouted and not graph.finalized:
+        overriding |= _add_routed_copies(graph, graph_def, overriding)
+        unrouted = []
     routed = []
     for op in graph.get_operations():
-        if called_by(op) not in overriding:
-            continue
-        live = _LiveOp(op)
-        if (live.override or "").startswith(NAMESPACE):
-            continue
-        live.set_override(CALL_GRADIENT)
-        routed.append(op.name)
+        if called_by(op) in overriding and not carries_override(op.node_def):
+            _LiveOp(op).set_override(CALL_GRADIENT)
+            routed.append(op.name)
     if routed and not is_registered(CALL_GRADIENT):
         with _LOCK:
             if not is_registered(CALL_GRADIENT):
                 tensorflow().RegisterGradient(CALL_GRADIENT)(build_gradient_function(parse_spec("call")))
-    return tuple(routed)
+    return tuple(routed), tuple(unrouted)
+
+
+def _add_routed_copies(graph, graph_def, overriding: set) -> set:
+    """Add to ``graph`` a copy of each function in ``overriding`` with its calls
+    routed, and point the graph's ops at the copies. Returns the copies' names."""
+    tf = tensorflow()
+    from tensorflow.core.framework import attr_value_pb2
+
+    names = {name: routed_copy(name) for name in overriding if routed_copy(name) not in overriding}
+    present = {function.signature.name for function in graph_def.library.function}
+    library = tf.compat.v1.GraphDef()
+    for function in graph_def.library.function:
+        if function.signature.name in names and names[function.signature.name] not in present:
+            copy = library.library.function.add()
+            copy.CopyFrom(function)
+            route_calls_in_nodes(copy.node_def, overriding)
+            copy.signature.name = names[function.signature.name]
+            rename_function_references(copy.node_def, names)
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(library, name="")
+    for node in graph_def.node:
+        for key, value in node.attr.items():
+            if any(call.name in names for call in function_calls(value)):
+                repointed = attr_value_pb2.AttrValue.FromString(value.SerializeToString())
+                rename_in_attr(repointed, names)
+                graph.get_operation_by_name(node.name)._set_attr(key, repointed)
+    return set(names.values())
 
 
 def _external_reason(value: str) -> str:
@@ -307,10 +344,18 @@ def route_calls_in(graph_def) -> list[str]:
     routed = []
     bodies = ((function.signature.name, function.node_def) for function in graph_def.library.function)
     for function, nodes in ((None, graph_def.node), *bodies):
-        for node in unrouted_calls_into(nodes, overriding):
-            node.attr[ATTR].s = CALL_GRADIENT.encode()
-            routed.append(node.name if function is None else f"{function}/{node.name}")
+        names = route_calls_in_nodes(nodes, overriding)
+        routed += names if function is None else [f"{function}/{name}" for name in names]
     return routed
+
+
+def route_calls_in_nodes(nodes, overriding: set) -> list[str]:
+    """Give the NodeDefs among ``nodes`` that call one of ``overriding`` (and carry
+    no override) the ``call`` gradient, in place; returns their names."""
+    calls = unrouted_calls_into(nodes, overriding)
+    for node in calls:
+        node.attr[ATTR].s = CALL_GRADIENT.encode()
+    return [node.name for node in calls]
 
 
 class _LiveOp:

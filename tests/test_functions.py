@@ -108,7 +108,8 @@ def test_rewrite_and_ops_name_the_calls_and_the_fix(tmp_path, frozen):
     rewritten = run_cli("rewrite", source, "--op", "Sign=ste", "-o", out).output
     expected = "2 call op(s) run functions that hold gradient overrides (model/call, outer/call_binarize)"
     assert expected in rewritten
-    assert "To apply them, import with graphgrad.import_graph_def, which routes them" in rewritten
+    assert "To apply them, import with graphgrad.import_graph_def, or run graphgrad.register_gradients(graph)" \
+        in rewritten
     assert expected in run_cli("ops", out).output
     assert json.loads(run_cli("ops", out, "--json").output)["files"][0]["unrouted_calls"] == [
         "model/call", "outer/call_binarize",

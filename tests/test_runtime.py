@@ -160,38 +160,60 @@ def test_tf1_loader_of_a_tf2_saved_model_routes_calls_through_python(tmp_path):
 
 def test_a_call_inside_a_branch_function(tmp_path):
     """call_in_branch: If -> branch function -> PartitionedCall -> Sign. TensorFlow
-    builds a branch's graph from the library when it differentiates the If, so the
-    call must be marked before the graph is built: graphgrad.import_graph_def does;
-    register_gradients on a built graph cannot, and warns."""
+    builds a branch's graph from the library when it differentiates the If:
+    graphgrad.import_graph_def marks the call before the graph is built, and
+    register_gradients on a built graph adds a routed copy of the branch and points
+    the If at it."""
     out = tmp_path / "out.pb"
     run_cli("rewrite", fixture("call_in_branch.pb"), "--op", "Sign=ste", "-o", out)
     x_value = [0.5, -0.3, 2.0]
+
+    def gradient(graph, p):
+        with graph.as_default():
+            grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
+        with v1.Session(graph=graph) as session:
+            return session.run(grad, {"x:0": x_value, "p:0": p})
+
     graph = tf.Graph()
     with graph.as_default():
         graphgrad.import_graph_def(str(out), name="")
-        grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
-        with v1.Session() as session:
-            assert_close(session.run(grad, {"x:0": x_value, "p:0": True}), [2.0, 2.0, 0.0])  # ste(clip=1) * 2
-            assert_close(session.run(grad, {"x:0": x_value, "p:0": False}), [3.0, 3.0, 3.0])
+    assert_close(gradient(graph, True), [2.0, 2.0, 0.0])  # ste(clip=1) * 2
+    assert_close(gradient(graph, False), [3.0, 3.0, 3.0])
     graph = tf.Graph()
     with graph.as_default():
         v1.import_graph_def(v1.GraphDef.FromString(out.read_bytes()), name="")
-        with pytest.warns(graphgrad.UnroutedCallsWarning, match="import the GraphDef with graphgrad.import_graph_def"):
-            registration = graphgrad.register_gradients(graph)
-        [call] = registration.unrouted
-        assert call.startswith("cond_true_") and call.endswith("/cond/PartitionedCall")
-        grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
-        with v1.Session() as session:
-            assert_close(session.run(grad, {"x:0": x_value, "p:0": True}), [0.0, 0.0, 0.0])  # what it warns of
-    fixed = tmp_path / "fixed.pb"  # the warning's other fix: the call gradient in the file
+    registration = graphgrad.register_gradients(graph)
+    assert registration.unrouted == () and registration.calls == ()  # no call op at the top level
+    [cond] = [op for op in graph.get_operations() if op.type == "StatelessIf"]
+    assert cond.get_attr("then_branch").name.endswith("_graphgrad_routed")
+    assert graphgrad.register_gradients(graph).unrouted == (), "routing happens once"
+    assert_close(gradient(graph, True), [2.0, 2.0, 0.0])
+    with graph.as_default():
+        y = graph.get_tensor_by_name("y:0")
+        with v1.Session() as session:  # the copy computes what the branch did
+            assert_close(session.run(y, {"x:0": x_value, "p:0": True}), [2.0, -2.0, 2.0])
+
+
+def test_a_finalized_graph_cannot_take_routed_copies(tmp_path):
+    out = tmp_path / "out.pb"
+    run_cli("rewrite", fixture("call_in_branch.pb"), "--op", "Sign=ste", "-o", out)
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(out.read_bytes()), name="")
+    graph.finalize()
+    with pytest.warns(graphgrad.UnroutedCallsWarning, match="before the graph is finalized"):
+        [call] = graphgrad.register_gradients(graph).unrouted
+    assert call.startswith("cond_true_") and call.endswith("/cond/PartitionedCall")
+    fixed = tmp_path / "fixed.pb"  # the warning's fix for any loader: the call gradient in the file
     run_cli("rewrite", out, "--node", f"{call}=call", "--force", "-o", fixed)
     graph = tf.Graph()
     with graph.as_default():
         v1.import_graph_def(v1.GraphDef.FromString(fixed.read_bytes()), name="")
-        assert graphgrad.register_gradients(graph).unrouted == ()
         grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
-        with v1.Session() as session:
-            assert_close(session.run(grad, {"x:0": x_value, "p:0": True}), [2.0, 2.0, 0.0])
+    graph.finalize()
+    assert graphgrad.register_gradients(graph).unrouted == ()
+    with v1.Session(graph=graph) as session:
+        assert_close(session.run(grad, {"x:0": [0.5, -0.3, 2.0], "p:0": True}), [2.0, 2.0, 0.0])
 
 
 def test_a_routed_call_that_reads_a_variable(tmp_path):

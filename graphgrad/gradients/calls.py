@@ -27,6 +27,8 @@ def call(tf, op, grads):
 
     graph = op.graph
     function_name = called_by(op)
+    if routed_copy(function_name) in _functions(graph):  # a call by op type cannot be pointed at it
+        function_name = routed_copy(function_name)
     if function_name not in _functions(graph):
         raise ValueError(
             f"call on node {op.name!r} ({op.type}): it calls no function of the graph; call is for "
@@ -58,6 +60,12 @@ def call(tf, op, grads):
 def called_by(op) -> str:
     """What a live operation calls (as :func:`graphgrad.functions.called_function`), without its NodeDef."""
     return op.get_attr("f").name if op.type in CALL_OPS else op.type
+
+
+def routed_copy(name: str) -> str:
+    """The name of the copy of function ``name`` whose calls are routed, which
+    ``register_gradients`` adds to a built graph (see ``runtime.route_calls``)."""
+    return f"{name}_graphgrad_routed"
 
 
 def function_definition(graph, name: str):
