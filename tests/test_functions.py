@@ -156,3 +156,13 @@ def test_a_batch_lists_five_distinct_notes_and_counts_the_rest(tmp_path):
     output = run_cli("rewrite", zoo, "--op", "Sign=ste", *missing, "--allow-missing", "--dry-run").output
     assert sum(line.startswith("note (2 files") for line in output.splitlines()) == 5
     assert "(+3 more notes: --json gives every file's)" in output
+
+
+@pytest.mark.parametrize("name, body", [("call_in_branch.pb", "cond_true_"), ("call_in_loop.pb", "while_body_")])
+def test_calls_in_branches_and_loop_bodies_of_traced_graphs(tmp_path, name, body):
+    out = tmp_path / "out.pb"
+    run_cli("rewrite", fixture(name), "--op", "Sign=ste", "-o", out)
+    graph_def = read_model(str(out)).message
+    [call] = graph_calls_into_overrides(graph_def)
+    assert call.startswith(body) and call.endswith("/PartitionedCall")
+    assert calls_behind_branches(graph_def.node, function_bodies(graph_def)) == [call]

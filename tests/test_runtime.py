@@ -194,6 +194,26 @@ def test_a_call_inside_a_branch_function(tmp_path):
             assert_close(session.run(y, {"x:0": x_value, "p:0": True}), [2.0, -2.0, 2.0])
 
 
+@pytest.mark.parametrize("load", ["graphgrad.import_graph_def", "a TF loader, then register_gradients"])
+def test_a_call_inside_a_loop_body(tmp_path, load):
+    """call_in_loop: two rounds of y = 2 sign(y) y in a While whose body calls the
+    Sign's function. With ste: dy/dx = 2 (y [|y| <= 1] + sign y) per round."""
+    out = tmp_path / "out.pb"
+    run_cli("rewrite", fixture("call_in_loop.pb"), "--op", "Sign=ste", "-o", out)
+    graph = tf.Graph()
+    with graph.as_default():
+        if load == "graphgrad.import_graph_def":
+            graphgrad.import_graph_def(str(out), name="")
+        else:
+            v1.import_graph_def(v1.GraphDef.FromString(out.read_bytes()), name="")
+            assert graphgrad.register_gradients(graph).unrouted == ()
+        grad = tf.gradients(graph.get_tensor_by_name("y:0"), graph.get_tensor_by_name("x:0"))[0]
+    with v1.Session(graph=graph) as session:
+        values = session.run([graph.get_tensor_by_name("y:0"), grad], {"x:0": [0.5, -0.3, 2.0]})
+    assert_close(values[0], [2.0, 1.2, 8.0])  # 4 |x|
+    assert_close(values[1], [3.0 * 4.0, -2.6 * 3.2, 2.0 * 2.0])
+
+
 def test_a_finalized_graph_cannot_take_routed_copies(tmp_path):
     out = tmp_path / "out.pb"
     run_cli("rewrite", fixture("call_in_branch.pb"), "--op", "Sign=ste", "-o", out)
