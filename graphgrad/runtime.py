@@ -15,7 +15,7 @@ from .functions import (
     rename_function_references, rename_in_attr, unrouted_calls_into,
 )
 from .gradients import TRANSFORM, USER
-from .gradients.calls import CALL_GRADIENT, called_by, routed_copy
+from .gradients.calls import CALL_GRADIENT, ROUTED_COPY_SUFFIX, called_by, routed_copy
 from .io import read_model
 from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, graphs_of, iter_graph_nodes
 from .rewrite import RewriteOptions, apply_rules
@@ -199,7 +199,7 @@ def register_gradients(graph) -> Registration:
 def _unrouted_message(calls) -> str:
     shown = ", ".join(calls[:3]) + (f" (+{len(calls) - 3} more)" if len(calls) > 3 else "")
     return (
-        f"{len(calls)} call op(s) inside If/While/Case branch functions run functions that hold gradient "
+        f"{len(calls)} call op(s) inside branch or loop body functions run functions that hold gradient "
         f"overrides ({shown}); the graph is finalized, so graphgrad cannot add the routed copies of those "
         "functions, and tf.gradients will ignore the overrides. To fix this, call "
         "graphgrad.register_gradients(graph) before the graph is finalized, import the GraphDef with "
@@ -248,7 +248,7 @@ def _add_routed_copies(graph, graph_def, overriding: set) -> set:
     tf = tensorflow()
     from tensorflow.core.framework import attr_value_pb2
 
-    names = {name: routed_copy(name) for name in overriding if routed_copy(name) not in overriding}
+    names = {name: routed_copy(name) for name in overriding if not name.endswith(ROUTED_COPY_SUFFIX)}
     present = {function.signature.name for function in graph_def.library.function}
     library = tf.compat.v1.GraphDef()
     for function in graph_def.library.function:

@@ -62,10 +62,13 @@ def called_by(op) -> str:
     return op.get_attr("f").name if op.type in CALL_OPS else op.type
 
 
+ROUTED_COPY_SUFFIX = "_graphgrad_routed"
+
+
 def routed_copy(name: str) -> str:
     """The name of the copy of function ``name`` whose calls are routed, which
     ``register_gradients`` adds to a built graph (see ``runtime.route_calls``)."""
-    return f"{name}_graphgrad_routed"
+    return name + ROUTED_COPY_SUFFIX
 
 
 def function_definition(graph, name: str):
