@@ -236,6 +236,18 @@ def test_a_finalized_graph_cannot_take_routed_copies(tmp_path):
         assert_close(session.run(grad, {"x:0": [0.5, -0.3, 2.0], "p:0": True}), [2.0, 2.0, 0.0])
 
 
+def test_a_call_with_an_override_of_its_own_is_left_alone(tmp_path):
+    """A name the user registered on the call op itself wins over routing."""
+    out = tmp_path / "sm"
+    run_cli("rewrite", fixture("tf2_saved_model"), "--op", "Sign=ste", "-o", out)
+    run_cli("rewrite", out, "--node", "PartitionedCall=tf:Identity", "--force", "--in-place")
+    graph = tf.Graph()
+    with v1.Session(graph=graph) as session:
+        v1.saved_model.loader.load(session, ["serve"], str(out))
+        assert graphgrad.register_gradients(graph).calls == ()
+        assert graph.get_operation_by_name("PartitionedCall").get_attr("_gradient_op_type") == b"Identity"
+
+
 def test_a_routed_call_that_reads_a_variable(tmp_path):
     """A StatefulPartitionedCall with the variable's handle as an input: x gets the
     override's gradient, and the variable its own, through the handle."""
