@@ -145,11 +145,15 @@ def graph_calls_into_overrides(graph_def) -> list[str]:
     return calls_into_overrides(graph_def.node, function_bodies(graph_def))
 
 
+def first_names(names, shown: int = 3) -> str:
+    """``names`` for a one-line message: the first ``shown``, then how many more."""
+    return ", ".join(names[:shown]) + (f" (+{len(names) - shown} more)" if len(names) > shown else "")
+
+
 def unrouted_calls_note(calls: list[str]) -> str:
     """What to do about :func:`calls_into_overrides`'s ``calls``, in one line."""
-    shown = ", ".join(calls[:3]) + (f" (+{len(calls) - 3} more)" if len(calls) > 3 else "")
     return (
-        f"{len(calls)} call op(s) run functions that hold gradient overrides ({shown}): graph-mode "
+        f"{len(calls)} call op(s) run functions that hold gradient overrides ({first_names(calls)}): graph-mode "
         "tf.gradients (TF1 loaders, tf.import_graph_def) differentiates them in C++ and ignores those "
         "overrides. To apply them, import with graphgrad.import_graph_def, or run "
         "graphgrad.register_gradients(graph) on the tf.Graph a TF1 loader built: both route them through "

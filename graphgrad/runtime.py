@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
 from .functions import (
-    calls_behind_branches, carries_override, function_bodies, function_calls, functions_with_overrides,
-    rename_function_references, rename_in_attr, unrouted_calls_into,
+    calls_behind_branches, carries_override, first_names, function_bodies, function_calls,
+    functions_with_overrides, rename_function_references, rename_in_attr, unrouted_calls_into,
 )
 from .gradients import TRANSFORM, USER
 from .gradients.calls import CALL_GRADIENT, ROUTED_COPY_SUFFIX, called_by, routed_copy
@@ -197,10 +197,9 @@ def register_gradients(graph) -> Registration:
 
 
 def _unrouted_message(calls) -> str:
-    shown = ", ".join(calls[:3]) + (f" (+{len(calls) - 3} more)" if len(calls) > 3 else "")
     return (
         f"{len(calls)} call op(s) inside branch or loop body functions run functions that hold gradient "
-        f"overrides ({shown}); the graph is finalized, so graphgrad cannot add the routed copies of those "
+        f"overrides ({first_names(calls)}); the graph is finalized, so graphgrad cannot add the routed copies of those "
         "functions, and tf.gradients will ignore the overrides. To fix this, call "
         "graphgrad.register_gradients(graph) before the graph is finalized, import the GraphDef with "
         "graphgrad.import_graph_def, or write the call gradient into the file, one --node per call: "
@@ -282,7 +281,7 @@ def _unresolved_message(unresolved, uses) -> str:
     lines = [f"{len(unresolved)} gradient override name(s) cannot be resolved in this process:"]
     for value, reason in unresolved:
         nodes = uses[value]
-        shown = ", ".join(nodes[:3]) + (f" (+{len(nodes) - 3} more)" if len(nodes) > 3 else "")
+        shown = first_names(nodes)
         if CUSTOM_GRADIENT.match(value):
             fix = (
                 f"graphgrad rewrite MODEL --node '{nodes[0]}=identity' --force "
