@@ -117,12 +117,13 @@ class _Parser:
     def peek(self):
         return self.tokens[self.position] if self.position < len(self.tokens) else (None, None)
 
-    def take(self, kind=None, value=None):
+    def take(self, kind=None, value=None, expected=None):
         token = self.peek()
+        expected = expected or (repr(value) if value else f"a {kind}")
         if token[0] is None:
-            self.fail(f"it ends early, expected {value or kind}")
+            self.fail(f"it ends early, expected {expected}")
         if (kind and token[0] != kind) or (value and token[1] != value):
-            self.fail(f"expected {value or kind}, found {token[1]!r}")
+            self.fail(f"expected {expected}, found {token[1]!r}")
         self.position += 1
         return token[1]
 
@@ -152,7 +153,7 @@ class _Parser:
                         self.fail(f"{name}: positional argument after keyword argument")
                     positional.append(self.value())
                 if self.peek()[1] != ")":
-                    self.take(value=",")
+                    self.take(value=",", expected="',' or ')'")
             self.take(value=")")
         return name, positional, keywords
 
