@@ -7,6 +7,7 @@ the others.
 """
 
 import os
+import sys
 from dataclasses import dataclass, replace
 
 from .errors import GraphgradError
@@ -89,7 +90,8 @@ def run(items, work, batch: BatchOptions, progress=None) -> list:
 
     results = []
     with ProcessPoolExecutor(
-        max_workers=batch.jobs, initializer=_load_modules, initargs=(batch.gradient_modules,)
+        max_workers=batch.jobs, mp_context=worker_context(), initializer=_load_modules,
+        initargs=(batch.gradient_modules,),
     ) as pool:
         try:
             chunk = max(1, len(items) // (batch.jobs * 8))  # fewer round trips for many small files
@@ -100,6 +102,24 @@ def run(items, work, batch: BatchOptions, progress=None) -> list:
         except BrokenProcessPool:
             pass  # a worker died; the files it did not finish are reported below
     return results + [None] * (len(items) - len(results))
+
+
+def worker_context():
+    """How workers start. On Linux, forked when this process runs one thread (the
+    command line always does): they inherit its imports instead of paying them
+    again. With more threads (a program that has loaded TensorFlow, say), a fork
+    could deadlock a worker, so they come from a fork server, as by default from
+    Python 3.14 on, whatever the version. Elsewhere, Python's default (None)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import multiprocessing
+
+    return multiprocessing.get_context("fork" if _thread_count() == 1 else "forkserver")
+
+
+def _thread_count() -> int:
+    """This process's threads, those started outside Python included."""
+    return len(os.listdir("/proc/self/task"))
 
 
 def sweep(items, output) -> None:

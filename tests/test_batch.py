@@ -4,6 +4,10 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -123,7 +127,7 @@ def test_a_batch_lists_each_output_directory_once_not_once_per_file(zoo, tmp_pat
     assert sorted(os.listdir(mirror)) == sorted(["net.pb"] + [f"net{index}.pb" for index in range(5)])
 
 
-def test_jobs_give_the_same_results(zoo, tmp_path):
+def assert_jobs_give_the_results_of_one(zoo, tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     first = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--out-dir", one, "--json")
     second = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--allow-missing", "--out-dir", two, "--json", "-j", "2")
@@ -132,6 +136,67 @@ def test_jobs_give_the_same_results(zoo, tmp_path):
         for name in files:
             mirror = os.path.join(two, os.path.relpath(directory, one), name)
             assert open(os.path.join(directory, name), "rb").read() == open(mirror, "rb").read()
+
+
+def test_jobs_give_the_same_results(zoo, tmp_path):
+    assert_jobs_give_the_results_of_one(zoo, tmp_path)
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="graphgrad picks start methods on Linux")
+
+
+@contextmanager
+def a_thread_of_its_own():
+    """This process as a program with threads of its own (TensorFlow's, say): its
+    -j workers then come from a fork server."""
+    from graphgrad.batch import worker_context
+
+    stop = threading.Event()
+    helper = threading.Thread(target=stop.wait)
+    helper.start()
+    try:
+        assert worker_context().get_start_method() == "forkserver"
+        yield
+    finally:
+        stop.set()
+        helper.join()
+
+
+@linux_only
+def test_jobs_give_the_same_results_from_a_threaded_program(zoo, tmp_path):
+    with a_thread_of_its_own():
+        assert_jobs_give_the_results_of_one(zoo, tmp_path)
+
+
+@linux_only
+def test_workers_from_a_fork_server_load_the_users_gradients(zoo, tmp_path):
+    loaded = tmp_path / "loaded_by"  # the module notes each process that loads it
+    module = tmp_path / "my_batch_grads.py"
+    module.write_text("\n".join([
+        "import os", "import graphgrad", f"open({str(loaded)!r}, 'a').write(str(os.getpid()) + ' ')", "",
+        "@graphgrad.gradient('halve_batch')", "def halve(op, grad):",
+        "    return [grad * 0.5] + [None] * (len(op.inputs) - 1)", "",
+    ]))
+    folder = zoo / "team_a" / "binary"
+    for index in range(3):
+        shutil.copy(folder / "net.pb", folder / f"net{index}.pb")
+    with a_thread_of_its_own():
+        run_cli("rewrite", folder, "--op", "Sign=halve_batch", "--gradients", module, "--out-dir", tmp_path / "o",
+                "-j", "2")
+    assert set(loaded.read_text().split()) - {str(os.getpid())}, "no worker loaded the module"
+    assert {name: overrides(tmp_path / "o" / name) for name in sorted(os.listdir(tmp_path / "o"))} == {
+        name: ["graphgrad/halve_batch"] for name in ["net.pb", "net0.pb", "net1.pb", "net2.pb"]
+    }
+
+
+@linux_only
+def test_a_single_threaded_process_forks_its_workers():
+    """The command line: workers inherit its imports (Python 3.14's default would import them again)."""
+    probe = "from graphgrad.batch import worker_context; print(worker_context().get_start_method())"
+    threaded = "import threading; threading.Thread(target=threading.Event().wait, daemon=True).start(); "
+    methods = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+               for code in (probe, threaded + probe)]
+    assert methods == ["fork", "forkserver"]
 
 
 def test_json_report_for_ci(zoo, tmp_path):
