@@ -57,10 +57,20 @@ class Gradient:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class SummedSoftmax:
+    """y passes on the ``softmax`` op's output unchanged: d sum(y)/dx is zero up to
+    rounding, whatever the graph. ``logits``: the softmax's input tensor."""
+
+    softmax: str
+    logits: str
+
+
 @dataclass
 class CheckReport:
     model: str
     y: str
+    target: int | None = None  # differentiate y[..., target] instead of sum(y)
     tags: str = ""  # the MetaGraphDef's tag set, for a SavedModel
     gradients: list = field(default_factory=list)
     blockers: list = field(default_factory=list)
@@ -69,20 +79,22 @@ class CheckReport:
     routed_calls: list = field(default_factory=list)  # call ops differentiated through their bodies (``call``)
     without_overrides: list = field(default_factory=list)  # Gradient, when the graph has overrides
     feeds: dict = field(default_factory=dict)  # placeholder -> "given" / "random <dtype> <shape>"
+    summed_softmax: SummedSoftmax | None = None  # y is a softmax, differentiated whole
 
     @property
     def ok(self) -> bool:
-        return all(g.status == "finite" for g in self.gradients)
+        return self.summed_softmax is None and all(g.status == "finite" for g in self.gradients)
 
 
 def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0, kind=None,
-                tags: str | None = None) -> CheckReport:
+                tags: str | None = None, target: int | None = None) -> CheckReport:
     """Check the gradients dy/dx of the model at ``path`` (see the module doc).
     ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
-    holds several."""
+    holds several. ``target`` differentiates ``y[..., target]`` (one class of a
+    classifier's output) instead of the sum of y's entries, as tf.gradients does."""
     model = read_model(path, kind)
     chosen = _tag_set(model, tags)
-    report = CheckReport(model=path, y=y, tags=",".join(chosen or ()))
+    report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()))
     graph, session, unresolved, routed = _load(model, chosen)
     report.routed_calls = list(routed)
     # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
@@ -96,8 +108,11 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
             )
         x_tensors = [_tensor(graph, x) for x in xs]
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
+        differentiated = _entry(y_tensor, target)
         for name, x in zip(xs, x_tensors):
-            report.gradients.append(_gradient(session, name, x, y_tensor, feed))
+            report.gradients.append(_gradient(session, name, x, differentiated, feed))
+        if target is None:
+            report.summed_softmax = _summed_softmax(y_tensor)
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = _surrogates(graph)
         context = _Context(unresolved, path, _graph_def(model, chosen))
@@ -113,7 +128,7 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
         plain_graph, plain_session, _, _ = _load(plain, chosen)
         with plain_graph.as_default():
             plain_feed = {_tensor(plain_graph, t.name): v for t, v in feed.items()}
-            plain_y = _tensor(plain_graph, y)
+            plain_y = _entry(_tensor(plain_graph, y), target)
             report.without_overrides = [
                 _gradient(plain_session, name, _tensor(plain_graph, name), plain_y, plain_feed) for name in xs
             ]
@@ -235,6 +250,38 @@ def _tensor(graph, name: str):
         close = difflib.get_close_matches(full, names, n=3, cutoff=0.5)
         hint = f"; close ones: {', '.join(close)}" if close else ""
         raise CheckUsageError(f"no tensor {name!r} in the graph{hint}") from None
+
+
+def _entry(y, target: int | None):
+    """``y[..., target]``, or y itself when there is no target."""
+    if target is None:
+        return y
+    if y.shape.rank == 0:
+        raise CheckUsageError(f"--target {target}: {y.name} is a scalar, with no entries to choose from")
+    size = y.shape[-1] if y.shape.rank is not None else None
+    if size is not None and target >= size:
+        raise CheckUsageError(f"--target {target}: {y.name} has {size} entries on its last axis (0 to {size - 1})")
+    return y[..., target]
+
+
+# Ops that pass on every entry of their input, only rearranged: a softmax behind
+# them still sums to a constant.
+_REARRANGING = {"Identity", "Snapshot", "Reshape", "Squeeze", "ExpandDims"}
+
+
+def _summed_softmax(y) -> SummedSoftmax | None:
+    """The softmax that ``y`` passes on unchanged, unless an override on the way
+    changes its gradient. Its entries sum to 1 for every input, so d sum(y)/dx,
+    what tf.gradients computes, is zero up to rounding (about 1e-7 in float32,
+    which would pass for a usable gradient)."""
+    op = y.op
+    while _override(op) is None:
+        if op.type == "Softmax":
+            return SummedSoftmax(op.name, op.inputs[0].name)
+        if op.type not in _REARRANGING:
+            return None
+        op = op.inputs[0].op
+    return None
 
 
 def _ancestors(tensors) -> set:

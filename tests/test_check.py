@@ -262,3 +262,69 @@ def test_overrides_in_function_bodies_are_compared_too(tmp_path):
                         "--feed", "x=[0.5, -2.0, 0.0]", expect=0)
     assert abs(report["gradients"][0]["norm"] - np.sqrt(8.0)) < 1e-6
     assert [g["status"] for g in report["without_overrides"]] == ["zero"]
+
+
+def classifier_weights():
+    """The constants of fixtures/classifier.pb: probs = softmax(relu(x @ w1) @ w2)."""
+    graph_def = v1.GraphDef.FromString(open(fixture("classifier.pb"), "rb").read())
+    return {node.name: tf.make_ndarray(node.attr["value"].tensor) for node in graph_def.node if node.op == "Const"}
+
+
+def softmax_entry_gradient(x, target, relu_gradient=lambda hidden, upstream: upstream * (hidden > 0)):
+    """d probs[..., target] / dx for the classifier, by hand: softmax' = p_t (e_t - p)."""
+    weights = classifier_weights()
+    hidden = x @ weights["w1"]
+    logits = np.maximum(hidden, 0) @ weights["w2"]
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    upstream = probs[:, target:target + 1] * (np.eye(3)[target] - probs)
+    return relu_gradient(hidden, upstream @ weights["w2"].T) @ weights["w1"].T
+
+
+FEED = [[0.5, -1.0, 2.0, 0.3], [-0.7, 0.2, 0.1, 1.5]]
+
+
+def test_a_softmax_differentiated_whole_is_not_ok(tmp_path):
+    """tf.gradients sums y: a softmax's entries sum to 1, so the gradient is rounding
+    noise (about 1e-8 in float32), which would pass for a usable one."""
+    report = check_json(fixture("classifier.pb"), "--x", "x", "--y", "probs", "--feed", f"x={FEED}", expect=1)
+    [gradient] = report["gradients"]
+    assert gradient["norm"] < 1e-6
+    assert report["summed_softmax"] == {"softmax": "probs", "logits": "logits:0"}
+    text = run_cli("check", fixture("classifier.pb"), "--x", "x", "--y", "probs", expect=1).stdout
+    assert "y is the softmax probs: its entries sum to 1" in text
+    assert "fix: choose one class, --target INDEX, or differentiate the logits, --y logits" in text
+
+
+def test_target_differentiates_one_class():
+    for target in range(3):
+        report = check_json(fixture("classifier.pb"), "--x", "x", "--y", "probs", "--target", target,
+                            "--feed", f"x={FEED}", expect=0)
+        [gradient] = report["gradients"]
+        expected = np.linalg.norm(softmax_entry_gradient(np.array(FEED), target))
+        assert (gradient["status"], report["target"], report["summed_softmax"]) == ("finite", target, None)
+        assert np.isclose(gradient["norm"], expected, rtol=1e-5)
+    text = run_cli("check", fixture("classifier.pb"), "--x", "x", "--y", "probs", "--target", "1").stdout
+    assert text.startswith(f"{fixture('classifier.pb')}: d probs[..., 1] / d x")
+    too_far = run_cli("check", fixture("classifier.pb"), "--x", "x", "--y", "probs", "--target", "3", expect=2)
+    assert "--target 3: probs:0 has 3 entries on its last axis (0 to 2)" in too_far.stderr
+
+
+def test_target_applies_with_and_without_overrides(tmp_path):
+    """Guided backprop on the classifier: one class's saliency, against plain backprop."""
+    patched = tmp_path / "guided.pb"
+    run_cli("rewrite", fixture("classifier.pb"), "--op", "Relu=guided_relu", "-o", patched)
+    report = check_json(patched, "--x", "x", "--y", "probs", "--target", 0, "--feed", f"x={FEED}", expect=0)
+    x = np.array(FEED)
+    guided = softmax_entry_gradient(x, 0, lambda hidden, upstream: upstream * (hidden > 0) * (upstream > 0))
+    assert np.isclose(report["gradients"][0]["norm"], np.linalg.norm(guided), rtol=1e-5)
+    assert np.isclose(report["without_overrides"][0]["norm"], np.linalg.norm(softmax_entry_gradient(x, 0)), rtol=1e-5)
+    assert not np.isclose(np.linalg.norm(guided), np.linalg.norm(softmax_entry_gradient(x, 0)))
+
+
+def test_an_override_on_the_softmax_is_not_the_trap(tmp_path):
+    """With its own gradient, the softmax's sum may well have a gradient."""
+    patched = tmp_path / "identity.pb"
+    run_cli("rewrite", fixture("classifier.pb"), "--op", "Softmax=identity", "-o", patched)
+    report = check_json(patched, "--x", "x", "--y", "probs", "--feed", f"x={FEED}", expect=0)
+    assert report["summed_softmax"] is None and report["gradients"][0]["status"] == "finite"

@@ -128,6 +128,22 @@ def test_check_explains_a_frozen_graph_with_tf1_while_loops():
     assert gradient["error"].startswith("TensorFlow cannot differentiate the TF1 while loops (Enter/Exit ops)")
 
 
+def test_check_catches_a_classifier_differentiated_through_its_whole_softmax():
+    """DL4J's LSTM on MNIST ends in a Softmax named output: d sum(output)/d input is
+    zero, and check says so, with the fix; one class (--target) has a gradient."""
+    import json
+
+    pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    source = os.path.join(REALGRAPHS, "dl4j-tf-examples/src/main/resources/tf_graphs/examples/lstm_mnist",
+                          "frozen_model.pb")
+    whole = json.loads(run_cli("check", source, "--x", "input", "--y", "output", "--json", expect=1).stdout)
+    assert whole["summed_softmax"] == {"softmax": "output", "logits": "add:0"}
+    assert [g["norm"] < 1e-9 for g in whole["gradients"]] == [True]
+    one_class = json.loads(run_cli("check", source, "--x", "input", "--y", "output", "--target", "7", "--json",
+                                   expect=0).stdout)
+    assert [(g["status"], g["norm"] > 1e-3) for g in one_class["gradients"]] == [("finite", True)]
+
+
 def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
     """Every real binary GraphDef: rewrite, summary and reset through graphgrad.wire
     equal a full parse's, and a second rewrite gives the same bytes."""

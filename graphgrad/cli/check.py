@@ -14,7 +14,11 @@ from .render import echo_json, error, table
 @click.argument("model", type=click.Path())
 @click.option("--x", "xs", multiple=True, required=True, metavar="TENSOR",
               help="Differentiate with respect to TENSOR (repeatable).")
-@click.option("--y", required=True, metavar="TENSOR", help="The tensor to differentiate.")
+@click.option("--y", required=True, metavar="TENSOR",
+              help="The tensor to differentiate: the sum of its entries, as tf.gradients does (see --target).")
+@click.option("--target", type=click.IntRange(0), metavar="INDEX",
+              help="Differentiate y[..., INDEX] instead, one class of a classifier's output (a softmax's entries "
+              "sum to 1, so its sum has a zero gradient).")
 @click.option("--feed", "feeds", multiple=True, metavar="NAME=VALUE",
               help="A value for a placeholder: a number, a JSON list, or a .npy file. Others get random values.")
 @click.option("--batch", type=click.IntRange(1), default=1, show_default=True,
@@ -26,14 +30,15 @@ from .render import echo_json, error, table
 @options.format_option
 @options.json_option
 @options.debug_option
-def check_command(model, xs, y, feeds, batch, seed, tags, kind, as_json):
+def check_command(model, xs, y, target, feeds, batch, seed, tags, kind, as_json):
     """Compute dy/dx with TensorFlow and explain it: connected or not, None /
     zero / finite / NaN, the gradient blockers on the path with a ready fix,
     overrides that cannot take effect, and (for graphs with graphgrad
     overrides) the gradients without them.
 
-    Exit 0 when every x gets a finite, not-all-zero gradient; 1 otherwise;
-    2 for usage errors such as unknown tensor names.
+    Exit 0 when every x gets a finite, not-all-zero gradient (and a softmax
+    y has a --target); 1 otherwise; 2 for usage errors such as unknown tensor
+    names.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     given = {}
@@ -43,7 +48,7 @@ def check_command(model, xs, y, feeds, batch, seed, tags, kind, as_json):
             raise click.UsageError(f"--feed {text!r}: expected NAME=VALUE")
         given[name] = value
     try:
-        report = check_model(model, xs, y, given, batch, seed, kind, tags)
+        report = check_model(model, xs, y, given, batch, seed, kind, tags, target)
     except CheckUsageError as failure:
         error(str(failure))
         sys.exit(2)
@@ -56,7 +61,8 @@ def check_command(model, xs, y, feeds, batch, seed, tags, kind, as_json):
 
 def _render(report) -> None:
     tags = f" [{report.tags}]" if report.tags else ""
-    click.echo(f"{report.model}{tags}: d {report.y} / d x")
+    entry = "" if report.target is None else f"[..., {report.target}]"
+    click.echo(f"{report.model}{tags}: d {report.y}{entry} / d x")
     rows = [["x", "connected", "gradient", "norm"]]
     plain = {g.x: g for g in report.without_overrides}
     if plain:
@@ -72,6 +78,12 @@ def _render(report) -> None:
     for gradient in report.gradients:
         if gradient.error:
             click.echo(f"  {gradient.x}: {gradient.error}")
+    if report.summed_softmax:
+        softmax = report.summed_softmax
+        click.echo(f"y is the softmax {softmax.softmax}: its entries sum to 1, so the gradient of their sum (what "
+                   "tf.gradients computes) is zero up to rounding\n"
+                   "  fix: choose one class, --target INDEX, or differentiate the logits, "
+                   f"--y {softmax.logits.removesuffix(':0')}")
     if report.blockers:
         click.echo("gradient blockers on the path:")
         for blocker in report.blockers:
