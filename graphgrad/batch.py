@@ -118,8 +118,14 @@ def worker_context():
 
 
 def _thread_count() -> int:
-    """This process's threads, those started outside Python included."""
-    return len(os.listdir("/proc/self/task"))
+    """This process's threads, those started outside Python included (without
+    /proc, only Python's own)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
 
 
 def sweep(items, output) -> None:

@@ -5,7 +5,9 @@ its norm. Along the paths from x to y: the gradient blockers (ops whose
 TensorFlow gradient is zero or None, unregistered ones, StopGradient, PyFunc
 without an override, integer or bool edges, dangling overrides), each with a
 ready ``graphgrad rewrite`` fix; and overrides that cannot take effect. Where
-the graph carries graphgrad overrides, the gradients without them too.
+the graph carries graphgrad overrides, the gradients without them too. A y that
+is a softmax, differentiated whole (its entries sum to 1), is caught: one class
+of it (``target``) or its logits have a gradient, its sum has none.
 
 TensorFlow is imported inside functions only, as in the runtime.
 """
@@ -272,7 +274,7 @@ _REARRANGING = {"Identity", "Snapshot", "Reshape", "Squeeze", "ExpandDims"}
 def _summed_softmax(y) -> SummedSoftmax | None:
     """The softmax that ``y`` passes on unchanged, unless an override on the way
     changes its gradient. Its entries sum to 1 for every input, so d sum(y)/dx,
-    what tf.gradients computes, is zero up to rounding (about 1e-7 in float32,
+    what tf.gradients computes, is zero up to rounding (1e-8 to 1e-7 in float32,
     which would pass for a usable gradient)."""
     op = y.op
     while _override(op) is None:

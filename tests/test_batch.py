@@ -147,15 +147,11 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gr
 
 @contextmanager
 def a_thread_of_its_own():
-    """This process as a program with threads of its own (TensorFlow's, say): its
-    -j workers then come from a fork server."""
-    from graphgrad.batch import worker_context
-
+    """This process as a program with threads of its own (TensorFlow's, say)."""
     stop = threading.Event()
     helper = threading.Thread(target=stop.wait)
     helper.start()
     try:
-        assert worker_context().get_start_method() == "forkserver"
         yield
     finally:
         stop.set()
@@ -164,7 +160,10 @@ def a_thread_of_its_own():
 
 @linux_only
 def test_jobs_give_the_same_results_from_a_threaded_program(zoo, tmp_path):
+    from graphgrad.batch import worker_context
+
     with a_thread_of_its_own():
+        assert worker_context().get_start_method() == "forkserver"
         assert_jobs_give_the_results_of_one(zoo, tmp_path)
 
 
@@ -192,6 +191,18 @@ def test_workers_from_a_fork_server_load_the_users_gradients(zoo, tmp_path):
     assert {name: overrides(tmp_path / "o" / name) for name in sorted(os.listdir(tmp_path / "o"))} == {
         name: ["graphgrad/halve_batch"] for name in ["net.pb", "net0.pb", "net1.pb", "net2.pb"]
     }
+
+
+@linux_only
+def test_without_proc_the_python_threads_count(monkeypatch):
+    def no_proc(path):
+        raise FileNotFoundError(path)
+
+    from graphgrad.batch import worker_context
+
+    monkeypatch.setattr(os, "listdir", no_proc)
+    with a_thread_of_its_own():
+        assert worker_context().get_start_method() == "forkserver"
 
 
 @linux_only
