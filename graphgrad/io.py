@@ -111,7 +111,10 @@ class SourceFile:
             self._fd = os.open(path, os.O_RDONLY)
             self.size = os.fstat(self._fd).st_size
         except OSError as error:
-            raise ModelReadError(f"cannot read {path}: {error.strerror or error}") from None
+            hint = ""
+            if isinstance(error, FileNotFoundError) and os.path.isfile(path + ".meta"):
+                hint = f"; if it is a checkpoint prefix, its graph is {path}.meta"
+            raise ModelReadError(f"cannot read {path}: {error.strerror or error}{hint}") from None
         if self.size > PROTOBUF_LIMIT:
             self.close()
             raise ModelReadError(f"{path} is {self.size / 2**30:.1f} GiB; protobuf cannot parse a message over 2 GiB")
@@ -209,9 +212,37 @@ def _parse_binary(data: bytes, kind, path):
             raise ModelReadError(f"{path} is not a binary {KIND_NAMES[kind]}") from None
         raise ModelReadError(f"{path} holds a {KIND_NAMES[found]}, not a {KIND_NAMES[kind]}")
     raise ModelReadError(
-        f"{path} is not a TensorFlow graph file (GraphDef, MetaGraphDef or SavedModel, "
-        "binary or text): it may be truncated or of another format"
+        f"{path} is not a TensorFlow graph file (GraphDef, MetaGraphDef or SavedModel, binary or text): "
+        + _other_format(data, path)
     )
+
+
+# Files taken for graph files: (test on the bytes and path, what the file is and
+# where its graph is).
+_OTHER_FORMATS = [
+    (lambda data, path: data.startswith(b"\x89HDF\r\n\x1a\n"),
+     "it is an HDF5 file, such as a Keras .h5 model (layers and weights, no graph). To fix this, load it "
+     "with Keras and save a SavedModel: tf.saved_model.save(model, DIR), or model.export(DIR) in Keras 3"),
+    (lambda data, path: data.startswith(b"PK\x03\x04"),
+     "it is a zip archive, such as a Keras 3 .keras model (layers and weights, no graph). To fix this, load "
+     "it with Keras and save a SavedModel: model.export(DIR)"),
+    (lambda data, path: data[4:8] == b"TFL3",
+     "it is a TensorFlow Lite model, which has no gradients to override. To fix this, rewrite the "
+     "SavedModel or frozen graph it was converted from"),
+    (lambda data, path: data.endswith(b"\x57\xfb\x80\x8b\x24\x75\x47\xdb"),  # TensorFlow's table footer
+     "it is a checkpoint's variable index (no graph). To fix this, name the .meta file written beside it, "
+     "or a SavedModel"),
+    (lambda data, path: re.search(r"\.data-\d+-of-\d+\Z", path),
+     "it is a checkpoint's variable values (no graph). To fix this, name the .meta file written beside it, "
+     "or a SavedModel"),
+]
+
+
+def _other_format(data: bytes, path: str) -> str:
+    for test, what in _OTHER_FORMATS:
+        if test(data, path):
+            return what
+    return "it may be truncated or of another format"
 
 
 def _plausible(message, kind) -> bool:

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 
 import pytest
 
@@ -179,6 +180,10 @@ def test_user_gradients_module(tmp_path):
         (b"", "is empty"),
         (b"\x0a\x05trunc", "not a TensorFlow graph file"),
         (bytes(range(256)), "not a TensorFlow graph file"),
+        (b"\x89HDF\r\n\x1a\n" + bytes(24), "it is an HDF5 file, such as a Keras .h5 model"),
+        (b"PK\x03\x04" + bytes(24), "it is a zip archive, such as a Keras 3 .keras model"),
+        (b"\x1c\x00\x00\x00TFL3" + bytes(24), "it is a TensorFlow Lite model, which has no gradients"),
+        (bytes(24) + b"\x57\xfb\x80\x8b\x24\x75\x47\xdb", "it is a checkpoint's variable index"),
     ],
 )
 def test_bad_input_writes_nothing(tmp_path, content, message):
@@ -187,6 +192,17 @@ def test_bad_input_writes_nothing(tmp_path, content, message):
     result = run_cli("rewrite", bad, "--op", "Sign=ste", "-o", tmp_path / "out.pb", expect=1)
     assert message in result.stderr and len(result.stderr.splitlines()) == 1
     assert sorted(os.listdir(tmp_path)) == ["bad.pb"]
+
+
+def test_a_checkpoint_is_answered_with_its_graph(tmp_path):
+    """A checkpoint prefix names no file, and its shards hold values: the graph is the .meta."""
+    shutil.copy(fixture("model.meta"), tmp_path / "model.ckpt-100.meta")
+    (tmp_path / "model.ckpt-100.data-00000-of-00001").write_bytes(bytes(range(64)))
+    prefix = run_cli("ops", tmp_path / "model.ckpt-100", expect=1)
+    assert f"if it is a checkpoint prefix, its graph is {tmp_path / 'model.ckpt-100'}.meta" in prefix.stderr
+    shard = run_cli("ops", tmp_path / "model.ckpt-100.data-00000-of-00001", expect=1)
+    assert "it is a checkpoint's variable values (no graph). To fix this, name the .meta file" in shard.stderr
+    assert run_cli("ops", tmp_path / "other", expect=1).stderr.rstrip().endswith("No such file or directory")
 
 
 def test_graph_def_where_a_saved_model_directory_is_expected(tmp_path):
