@@ -22,7 +22,7 @@ from .embed import surrogate_for
 from .errors import GraphgradError, UnresolvedGradientsError
 from .functions import function_calls
 from .io import read_model
-from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model
+from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, signatures_of
 from .runtime import is_registered, overrides_in, register_gradients, route_calls_in, tensorflow
 from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
 from .surgery import ResetOptions, reset_model
@@ -229,8 +229,8 @@ def _signatures(model: Model, tags: list | None) -> str:
         return ""
     meta = model.message if model.kind == METAGRAPH else _meta_graph(model, tags)
     listed = [
-        f"{key}: " + ", ".join(f"{name} = {info.name}" for name, info in [*sig.inputs.items(), *sig.outputs.items()])
-        for key, sig in sorted(meta.signature_def.items()) if not key.startswith("__")  # TF's own: init ops
+        f"{key}: " + ", ".join(f"{name} = {tensor}" for name, tensor in [*inputs, *outputs])
+        for key, inputs, outputs in signatures_of(meta)
     ]
     return f". Its signatures: {'; '.join(listed)}" if listed else ""
 

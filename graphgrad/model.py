@@ -53,11 +53,29 @@ class Model:
 def graphs_of(message, kind: str) -> list[tuple[str, object]]:
     if kind == GRAPHDEF:
         return [("", message)]
+    return [(label, meta.graph_def) for label, meta in meta_graphs_of(message, kind)]
+
+
+def meta_graphs_of(message, kind: str) -> list[tuple[str, object]]:
+    """(label, MetaGraphDef) for each MetaGraphDef, labelled as in :func:`graphs_of`;
+    none for a GraphDef."""
+    if kind == GRAPHDEF:
+        return []
     if kind == METAGRAPH:
-        return [("", message.graph_def)]
+        return [("", message)]
     return [
-        (f"meta_graph {index} [{','.join(meta.meta_info_def.tags)}]", meta.graph_def)
+        (f"meta_graph {index} [{','.join(meta.meta_info_def.tags)}]", meta)
         for index, meta in enumerate(message.meta_graphs)
+    ]
+
+
+def signatures_of(meta_graph_def) -> list[tuple[str, list, list]]:
+    """``(key, [(input, tensor)], [(output, tensor)])`` of a MetaGraphDef's signatures,
+    by key; TensorFlow's own (keys starting with ``__``, such as its init op) left out."""
+    return [
+        (key, [(name, info.name) for name, info in sorted(signature.inputs.items())],
+         [(name, info.name) for name, info in sorted(signature.outputs.items())])
+        for key, signature in sorted(meta_graph_def.signature_def.items()) if not key.startswith("__")
     ]
 
 

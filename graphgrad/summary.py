@@ -4,10 +4,12 @@ each classified by whether a loading process can resolve it."""
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import compress
 
 from .errors import SpecError
 from .functions import CALL_OPS, calls_into_overrides
-from .model import Model, override_of
+from .model import Model, meta_graphs_of, override_of, signatures_of
 from .spec import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, spec_from_attr_value
 
 GRAPHGRAD = "graphgrad"
@@ -36,6 +38,25 @@ class Override:
     detail: str
 
 
+@dataclass(frozen=True)
+class GraphEnd:
+    """A likely input or output node of a graph's top level."""
+
+    graph: str
+    node: str
+    op_type: str
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A MetaGraphDef's signature: its input and output names, each to its tensor."""
+
+    graph: str
+    key: str
+    inputs: dict
+    outputs: dict
+
+
 @dataclass
 class ModelSummary:
     path: str
@@ -49,6 +70,9 @@ class ModelSummary:
     overrides: list = field(default_factory=list)
     graph_problems: list = field(default_factory=list)
     unrouted_calls: list = field(default_factory=list)  # see graphgrad.functions.calls_into_overrides
+    inputs: list = field(default_factory=list)  # GraphEnd: see graph_ends
+    outputs: list = field(default_factory=list)
+    signatures: list = field(default_factory=list)  # Signature, of MetaGraphDefs
 
     @property
     def problems(self) -> list:
@@ -97,6 +121,18 @@ class Body:
     node_inputs: Callable[[], Iterable]  # (node name, its inputs) per node; read when an input is missing
     node_defs: Callable[..., Iterable]  # (op types=None) its NodeDefs, of those op types if given
 
+    @cached_property
+    def distinct_names(self) -> set:
+        return set(self.names)
+
+    @cached_property
+    def unnamed_inputs(self) -> set:
+        """The inputs that are not a node's name as they stand: ``name:1``, ``^name``,
+        a function's arguments, or a name no node has."""
+        if self.distinct_names.issuperset(self.inputs):  # the common case, without a set of inputs
+            return set()
+        return set(self.inputs) - self.distinct_names
+
 
 def bodies_of(graph_def, functions: bool = True) -> list[Body]:
     """The top level and (unless ``functions`` is false) the function bodies of a GraphDef."""
@@ -124,15 +160,21 @@ def nodes_body(function: str | None, nodes, arguments: set) -> Body:
 
 
 def summarize(model: Model, functions: bool = True) -> ModelSummary:
-    """Op type counts (top level and function bodies), overrides and graph problems of ``model``."""
+    """Op type counts (top level and function bodies), overrides, graph problems,
+    likely inputs and outputs, and signatures of ``model``."""
     graphs = [(label, bodies_of(graph_def, functions)) for label, graph_def in model.graphs()]
-    return summarize_bodies(model.path, model.kind, model.encoding, graphs)
+    signatures = [
+        Signature(label, key, dict(inputs), dict(outputs))
+        for label, meta in meta_graphs_of(model.message, model.kind)
+        for key, inputs, outputs in signatures_of(meta)
+    ]
+    return summarize_bodies(model.path, model.kind, model.encoding, graphs, signatures)
 
 
-def summarize_bodies(path: str, kind: str, encoding: str, graphs) -> ModelSummary:
+def summarize_bodies(path: str, kind: str, encoding: str, graphs, signatures=()) -> ModelSummary:
     """The summary of ``graphs``: (label, [top-level Body, function Body, ...]) per graph."""
     top, in_functions = Counter(), Counter()
-    overrides, function_count, problems, unrouted = [], 0, [], []
+    overrides, function_count, problems, unrouted, inputs, outputs = [], 0, [], [], [], []
     classified = {}  # a rewritten graph has thousands of overrides and a few distinct values
     for label, bodies in graphs:
         function_count += len(bodies) - 1
@@ -145,6 +187,9 @@ def summarize_bodies(path: str, kind: str, encoding: str, graphs) -> ModelSummar
                 overrides.append(Override(label, prefix + name, op_type, value, *classified[value]))
         problems += graph_problems(bodies, label)
         unrouted += [f"{label}: {name}" if label else name for name in unrouted_calls(bodies)]
+        graph_inputs, graph_outputs = graph_ends(bodies[0])
+        inputs += [GraphEnd(label, name, op_type) for name, op_type in graph_inputs]
+        outputs += [GraphEnd(label, name, op_type) for name, op_type in graph_outputs]
     op_types = [
         OpTypeCount(op_type, top[op_type], in_functions[op_type])
         for op_type in sorted(top.keys() | in_functions.keys(), key=lambda t: (-(top[t] + in_functions[t]), t))
@@ -161,6 +206,9 @@ def summarize_bodies(path: str, kind: str, encoding: str, graphs) -> ModelSummar
         overrides=overrides,
         graph_problems=problems,
         unrouted_calls=unrouted,
+        inputs=inputs,
+        outputs=outputs,
+        signatures=list(signatures),
     )
 
 
@@ -192,19 +240,19 @@ def graph_problems(bodies, label: str = "") -> list[str]:
     problems = []
     for body in bodies:
         prefix = "" if body.function is None else body.function + "/"
-        known = set(body.names)
+        known = body.distinct_names
         if len(known) != len(body.names):
             counts = Counter(body.names)
             problems += [
                 f"{where}{count} nodes are named {prefix}{name}" for name, count in counts.items() if count > 1
             ]
-        known |= body.arguments
+        known = known | body.arguments if body.arguments else known
         # An input that is a node's name refers to that node (names hold no ':' and
         # do not start with '^'); only the others need to be taken apart.
         plain = _plain(known)
-        if plain and known.issuperset(body.inputs):
+        others = body.unnamed_inputs - body.arguments if plain else set(body.inputs)
+        if not others:
             continue
-        others = set(body.inputs).difference(known) if plain else set(body.inputs)
         if not {_producer(reference) for reference in others} - known:
             continue
         for name, inputs in body.node_inputs():
@@ -212,6 +260,39 @@ def graph_problems(bodies, label: str = "") -> list[str]:
             if missing:
                 problems.append(f"{where}{prefix}{name} refers to missing input(s) {', '.join(missing)}")
     return problems
+
+
+# Never a graph's output, as in TensorFlow's summarize_graph.
+UNLIKELY_OUTPUTS = {"Const", "Assign", "NoOp", "Placeholder"}
+PLACEHOLDER = "Placeholder"
+
+
+def graph_ends(top: Body) -> tuple[list, list]:
+    """``(inputs, outputs)`` of a graph's top level, each as (node, op type) in
+    graph order, found as TensorFlow's summarize_graph finds them: the inputs are
+    its placeholders; the outputs, the nodes that no node reads (constants,
+    assignments, no-ops and placeholders aside). Set operations and scans in C:
+    no Python work per node."""
+    unread = top.distinct_names.difference(top.inputs)
+    if unread and top.unnamed_inputs:  # "name:1" and "^name" read a node too
+        unread -= {_producer(reference) for reference in top.unnamed_inputs}
+    inputs = [(top.names[index], PLACEHOLDER) for index in _positions(top.ops, PLACEHOLDER)]
+    outputs = [(name, op) for name, op in compress(zip(top.names, top.ops), map(unread.__contains__, top.names))
+               if op not in UNLIKELY_OUTPUTS]
+    return inputs, outputs
+
+
+def _positions(values: Sequence, value) -> list[int]:
+    """Where ``value`` stands in ``values``: ``list.index`` scans in C, where
+    comparing each item in Python would not."""
+    found, start = [], 0
+    while True:
+        try:
+            start = values.index(value, start)
+        except ValueError:
+            return found
+        found.append(start)
+        start += 1
 
 
 def _plain(names) -> bool:

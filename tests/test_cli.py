@@ -43,6 +43,46 @@ def test_ops_golden_on_a_patched_tf2_saved_model(in_root, tmp_path):
     check_golden("ops_tf2_saved_model_patched.txt", run_cli("ops", out).stdout.replace(str(out), "OUT"))
 
 
+def ends_graph():
+    """Two placeholders; a node read only as 'split:1', one read only as '^check':
+    neither is an output; unread constants and no-ops are not outputs either."""
+    from graphgrad.protos import GraphDef
+
+    graph_def = GraphDef()
+    for name, op, inputs in [
+        ("a", "Placeholder", []), ("check", "Assert", ["a"]), ("unused", "Const", []), ("b", "Placeholder", []),
+        ("split", "Split", ["a"]), ("sum", "AddV2", ["split:1", "b", "^check"]), ("done", "NoOp", ["^sum"]),
+        ("out", "Identity", ["sum"]), ("aux", "Identity", ["split"]),
+    ]:
+        graph_def.node.add(name=name, op=op, input=inputs)
+    return graph_def
+
+
+def test_ops_finds_inputs_and_outputs_as_summarize_graph_does(tmp_path):
+    from google.protobuf import text_format
+
+    binary, text = tmp_path / "g.pb", tmp_path / "g.pbtxt"
+    binary.write_bytes(ends_graph().SerializeToString())
+    text.write_text(text_format.MessageToString(ends_graph()))
+    for path in (binary, text):  # the cut-down parse, and a full one
+        printed = run_cli("ops", path).stdout.splitlines()
+        assert printed[1:3] == ["  inputs: a, b", "  outputs: out (Identity), aux (Identity)"]
+        listing = json.loads(run_cli("ops", path, "--json").stdout)["files"][0]
+        assert [(end["graph"], end["node"], end["op_type"]) for end in listing["outputs"]] == [
+            ("", "out", "Identity"), ("", "aux", "Identity"),
+        ]
+        assert [end["node"] for end in listing["inputs"]] == ["a", "b"] and listing["signatures"] == []
+
+
+def test_ops_shows_a_saved_models_signatures_instead(in_root):
+    printed = run_cli("ops", "fixtures/saved_model").stdout.splitlines()
+    assert printed[1] == "  signature meta_graph 0 [serve]: serving_default: x = x:0 -> y = y:0"
+    assert not any(line.startswith(("  inputs:", "  outputs:")) for line in printed)
+    [signature] = json.loads(run_cli("ops", "fixtures/saved_model", "--json").stdout)["files"][0]["signatures"]
+    assert signature == {"graph": "meta_graph 0 [serve]", "key": "serving_default", "inputs": {"x": "x:0"},
+                         "outputs": {"y": "y:0"}}
+
+
 def test_rewrite_golden_and_idempotent(in_root, tmp_path):
     out = tmp_path / "patched.pb"
     first = run_cli("rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", out)

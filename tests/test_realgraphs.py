@@ -115,6 +115,15 @@ def test_saved_model_directory_rewrite_loads_in_tensorflow(tmp_path):
         assert muls and all(op.get_attr("_gradient_op_type") == b"graphgrad/reverse(strength=1.0)" for op in muls)
 
 
+def test_ops_names_the_inputs_and_outputs_of_a_frozen_model():
+    """MTCNN's frozen graph: its four feeds (image and detection settings) and three results."""
+    summary = summarize(read_model(os.path.join(REALGRAPHS, "tf-mtcnn/mtcnn.pb")))
+    assert [end.node for end in summary.inputs] == ["input", "min_size", "thresholds", "factor"]
+    assert [(end.node, end.op_type) for end in summary.outputs] == [
+        ("prob", "Identity"), ("landmarks", "Identity"), ("box", "Identity"),
+    ]
+
+
 def test_check_explains_a_frozen_graph_with_tf1_while_loops():
     """MTCNN's frozen graph: TensorFlow cannot differentiate its TF1 loops (it fails
     with an AttributeError); check says why, and what to check instead."""

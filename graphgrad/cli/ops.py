@@ -3,13 +3,14 @@
 import click
 
 from ..api import summarize_files
-from ..functions import unrouted_calls_note
+from ..functions import first_names, unrouted_calls_note
 from ..model import KIND_NAMES
 from ..summary import DANGLING, UNRESOLVED
 from . import options
 from .render import echo_json, error, in_graph, table, to_jsonable
 
 LISTED_OVERRIDES = 20
+LISTED_ENDS = 5
 
 
 @click.command("ops")
@@ -62,6 +63,7 @@ def _render(summary, status=None) -> str:
         f"{summary.path}  ({KIND_NAMES[summary.kind]}, {summary.encoding}{graphs}): "
         f"{summary.nodes_top} nodes{functions}"
     ]
+    lines += _ends(summary)
     rows = [["op type", "nodes", "in functions"] + (["TF gradient"] if status else [])]
     rows += [[c.op_type, c.top or "-", c.functions or "-"] + ([status[c.op_type]] if status else [])
              for c in summary.op_types]
@@ -81,6 +83,24 @@ def _render(summary, status=None) -> str:
     if summary.unrouted_calls:
         lines.append(f"  note: {unrouted_calls_note(summary.unrouted_calls)}")
     return "\n".join(lines)
+
+
+def _ends(summary) -> list:
+    """What to feed and what to fetch: the signatures where the model has some,
+    else the likely inputs and outputs, as TensorFlow's summarize_graph finds them."""
+    if summary.signatures:
+        return [
+            f"  signature {in_graph(s.graph)}{s.key}: {_pairs(s.inputs)} -> {_pairs(s.outputs)}"
+            for s in summary.signatures
+        ]
+    inputs = [in_graph(end.graph) + end.node for end in summary.inputs]
+    outputs = [f"{in_graph(end.graph)}{end.node} ({end.op_type})" for end in summary.outputs]
+    return [f"  inputs: {first_names(inputs, LISTED_ENDS) or 'none'}",
+            f"  outputs: {first_names(outputs, LISTED_ENDS) or 'none'}"]
+
+
+def _pairs(names_to_tensors: dict) -> str:
+    return ", ".join(f"{name} = {tensor}" for name, tensor in names_to_tensors.items())
 
 
 def _override_rows(overrides) -> list:
