@@ -25,6 +25,7 @@ from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, signatures_of
 from .runtime import is_registered, overrides_in, register_gradients, route_calls_in, tensorflow
 from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
+from .summary import bodies_of, graph_ends
 from .surgery import ResetOptions, reset_model
 
 # Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
@@ -88,16 +89,20 @@ class CheckReport:
         return self.summed_softmax is None and all(g.status == "finite" for g in self.gradients)
 
 
-def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0, kind=None,
+def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int = 1, seed: int = 0, kind=None,
                 tags: str | None = None, target: int | None = None) -> CheckReport:
     """Check the gradients dy/dx of the model at ``path`` (see the module doc).
     ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
     holds several. ``target`` differentiates ``y[..., target]`` (one class of a
-    classifier's output) instead of the sum of y's entries, as tf.gradients does."""
+    classifier's output) instead of the sum of y's entries, as tf.gradients does.
+    Without ``y``: the model's one floating-point output (of its signatures, else
+    of the nodes no node reads); without ``xs``: the floating-point placeholders y
+    depends on."""
     model = read_model(path, kind)
     chosen = _tag_set(model, tags)
-    report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()))
     graph, session, unresolved, routed = _load(model, chosen)
+    y = y or _only_output(graph, model, chosen)
+    report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()))
     report.routed_calls = list(routed)
     # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
     loaded = [op for op in graph.get_operations() if op.name not in routed]
@@ -108,6 +113,7 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
                 f"--y {y} is {y_tensor.dtype.name}: check differentiates a floating-point tensor"
                 + _signatures(model, chosen)
             )
+        xs = list(xs) or _float_placeholders(y_tensor)
         x_tensors = [_tensor(graph, x) for x in xs]
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
         differentiated = _entry(y_tensor, target)
@@ -135,6 +141,35 @@ def check_model(path: str, xs, y: str, feeds=None, batch: int = 1, seed: int = 0
                 _gradient(plain_session, name, _tensor(plain_graph, name), plain_y, plain_feed) for name in xs
             ]
     return report
+
+
+def _only_output(graph, model: Model, tags: list | None) -> str:
+    """The model's one floating-point output, for a check without ``--y``: among its
+    signatures' outputs where it has signatures, else among the outputs of the nodes
+    no node reads (as ``graphgrad ops`` lists them)."""
+    meta = _chosen_meta_graph(model, tags)
+    signed = [tensor for _, _, outputs in signatures_of(meta) for _, tensor in outputs] if meta else []
+    if signed:
+        candidates = [_tensor(graph, tensor) for tensor in signed]
+    else:
+        _, ends = graph_ends(bodies_of(_graph_def(model, tags), functions=False)[0])
+        candidates = [tensor for node, _ in ends for tensor in graph.get_operation_by_name(node).outputs]
+    floating = list(dict.fromkeys(t.name.removesuffix(":0") for t in candidates
+                                  if t.dtype.is_floating or t.dtype.is_complex))
+    if len(floating) != 1:
+        listed = f": {', '.join(floating)}" if floating else ""
+        raise CheckUsageError(f"name the tensor to differentiate with --y; the model has {len(floating)} "
+                              f"floating-point outputs{listed}")
+    return floating[0]
+
+
+def _float_placeholders(y) -> list[str]:
+    """The floating-point placeholders ``y`` depends on, for a check without ``--x``."""
+    found = sorted(op.name for op in _ancestors([y])
+                   if op.type == "Placeholder" and (op.outputs[0].dtype.is_floating or op.outputs[0].dtype.is_complex))
+    if not found:
+        raise CheckUsageError(f"{y.name} depends on no floating-point placeholder; name x with --x")
+    return found
 
 
 def _tag_set(model: Model, tags: str | None) -> list | None:
@@ -212,11 +247,17 @@ def _meta_graph(model: Model, tags: list):
     return meta
 
 
+def _chosen_meta_graph(model: Model, tags: list | None):
+    """The MetaGraphDef that :func:`_load` loads; None for a GraphDef."""
+    if model.kind == GRAPHDEF:
+        return None
+    return model.message if model.kind == METAGRAPH else _meta_graph(model, tags)
+
+
 def _graph_def(model: Model, tags: list | None):
     """The GraphDef that :func:`_load` loads."""
-    if model.kind == GRAPHDEF:
-        return model.message
-    return (model.message if model.kind == METAGRAPH else _meta_graph(model, tags)).graph_def
+    meta = _chosen_meta_graph(model, tags)
+    return model.message if meta is None else meta.graph_def
 
 
 def _tf_message(message_type, message):
@@ -225,9 +266,9 @@ def _tf_message(message_type, message):
 
 def _signatures(model: Model, tags: list | None) -> str:
     """The signatures' tensors of a MetaGraphDef, as a hint ("" where there are none)."""
-    if model.kind == GRAPHDEF:
+    meta = _chosen_meta_graph(model, tags)
+    if meta is None:
         return ""
-    meta = model.message if model.kind == METAGRAPH else _meta_graph(model, tags)
     listed = [
         f"{key}: " + ", ".join(f"{name} = {tensor}" for name, tensor in [*inputs, *outputs])
         for key, inputs, outputs in signatures_of(meta)

@@ -328,3 +328,32 @@ def test_an_override_on_the_softmax_is_not_the_trap(tmp_path):
     run_cli("rewrite", fixture("classifier.pb"), "--op", "Softmax=identity", "-o", patched)
     report = check_json(patched, "--x", "x", "--y", "probs", "--feed", f"x={FEED}", expect=0)
     assert report["summed_softmax"] is None and report["gradients"][0]["status"] == "finite"
+
+
+def test_without_x_and_y_the_models_inputs_and_only_output():
+    """As ops lists them: the classifier's placeholder, and its one output (a softmax, caught)."""
+    report = check_json(fixture("classifier.pb"), "--feed", f"x={FEED}", expect=1)
+    assert (report["y"], [g["x"] for g in report["gradients"]]) == ("probs", ["x"])
+    assert report["summed_softmax"] == {"softmax": "probs", "logits": "logits:0"}
+    report = check_json(fixture("classifier.pb"), "--target", "2", "--feed", f"x={FEED}", expect=0)
+    assert np.isclose(report["gradients"][0]["norm"], np.linalg.norm(softmax_entry_gradient(np.array(FEED), 2)),
+                      rtol=1e-5)
+
+
+def test_without_y_a_saved_model_uses_its_signature(tmp_path):
+    patched = tmp_path / "patched"
+    run_cli("rewrite", fixture("saved_model"), "--op", "Sign=identity", "-o", patched)
+    report = check_json(patched, "--feed", "x=[0.5, -2.0]", expect=0)
+    assert (report["y"], [g["x"] for g in report["gradients"]]) == ("y", ["x"])
+    assert [(g["status"], round(g["norm"], 4)) for g in report["gradients"]] == [("finite", round(3 * 2**0.5, 4))]
+
+
+def test_without_y_several_outputs_are_listed(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [2], name="x")
+        tf.identity(x * 2, name="double")
+        tf.identity(x * 3, name="triple")
+    result = run_cli("check", save(tmp_path, graph), expect=2)
+    assert "name the tensor to differentiate with --y; the model has 2 floating-point outputs: double, triple" \
+        in result.stderr

@@ -33,7 +33,7 @@ ALLOWED = {
     "wire": {"functions", "model", "partial", "protos", "rewrite", "select", "spec", "summary"},
     "api": {"batch", "diff", "errors", "io", "model", "rewrite", "summary", "surgery", "wire"},
     "runtime": {"errors", "functions", "gradients", "io", "model", "rewrite", "select", "spec"},
-    "check": {"edit", "embed", "errors", "functions", "io", "model", "runtime", "spec", "surgery"},
+    "check": {"edit", "embed", "errors", "functions", "io", "model", "runtime", "spec", "summary", "surgery"},
     "cli": {
         "api", "batch", "check", "cli", "edit", "errors", "functions", "gradients", "io", "model", "rewrite", "select",
         "spec", "summary", "surgery",

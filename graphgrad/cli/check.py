@@ -12,10 +12,12 @@ from .render import echo_json, error, table
 
 @click.command("check")
 @click.argument("model", type=click.Path())
-@click.option("--x", "xs", multiple=True, required=True, metavar="TENSOR",
-              help="Differentiate with respect to TENSOR (repeatable).")
-@click.option("--y", required=True, metavar="TENSOR",
-              help="The tensor to differentiate: the sum of its entries, as tf.gradients does (see --target).")
+@click.option("--x", "xs", multiple=True, metavar="TENSOR",
+              help="Differentiate with respect to TENSOR (repeatable). Default: the floating-point placeholders y "
+              "depends on.")
+@click.option("--y", metavar="TENSOR",
+              help="The tensor to differentiate: the sum of its entries, as tf.gradients does (see --target). "
+              "Default: the model's one floating-point output (of its signatures, else of the nodes no node reads).")
 @click.option("--target", type=click.IntRange(0), metavar="INDEX",
               help="Differentiate y[..., INDEX] instead, one class of a classifier's output (a softmax's entries "
               "sum to 1, so its sum has a zero gradient).")
