@@ -83,6 +83,24 @@ def test_ops_shows_a_saved_models_signatures_instead(in_root):
                          "outputs": {"y": "y:0"}}
 
 
+def test_ops_shows_signatures_and_the_unsigned_graphs_ends(tmp_path):
+    """A SavedModel whose serving graph has a signature and whose training graph has none."""
+    from graphgrad import write_model
+
+    model = read_model(fixture("saved_model_two_tags"))
+    serving = model.message.meta_graphs[0].signature_def["serving_default"]
+    serving.inputs["x"].name, serving.outputs["y"].name = "x:0", "y:0"
+    write_model(model, str(tmp_path / "sm"))
+    printed = run_cli("ops", tmp_path / "sm").stdout.splitlines()
+    assert printed[1:4] == [
+        "  signature meta_graph 0 [serve]: serving_default: x = x:0 -> y = y:0",
+        "  inputs: meta_graph 1 [train]: x",
+        "  outputs: meta_graph 1 [train]: w/IsInitialized/VarIsInitializedOp (VarIsInitializedOp), "
+        "meta_graph 1 [train]: save/Identity (Identity), meta_graph 1 [train]: loss (Sum), "
+        "meta_graph 1 [train]: save_1/Identity (Identity)",
+    ]
+
+
 def test_rewrite_golden_and_idempotent(in_root, tmp_path):
     out = tmp_path / "patched.pb"
     first = run_cli("rewrite", "fixtures/binary_net.pb", "--op", "Sign=ste", "-o", out)

@@ -86,17 +86,20 @@ def _render(summary, status=None) -> str:
 
 
 def _ends(summary) -> list:
-    """What to feed and what to fetch: the signatures where the model has some,
-    else the likely inputs and outputs, as TensorFlow's summarize_graph finds them."""
-    if summary.signatures:
-        return [
-            f"  signature {in_graph(s.graph)}{s.key}: {_pairs(s.inputs)} -> {_pairs(s.outputs)}"
-            for s in summary.signatures
-        ]
-    inputs = [in_graph(end.graph) + end.node for end in summary.inputs]
-    outputs = [f"{in_graph(end.graph)}{end.node} ({end.op_type})" for end in summary.outputs]
-    return [f"  inputs: {first_names(inputs, LISTED_ENDS) or 'none'}",
-            f"  outputs: {first_names(outputs, LISTED_ENDS) or 'none'}"]
+    """What to feed and what to fetch: the signatures of the graphs that have some,
+    the likely inputs and outputs of the others, as TensorFlow's summarize_graph
+    finds them."""
+    lines = [
+        f"  signature {in_graph(s.graph)}{s.key}: {_pairs(s.inputs)} -> {_pairs(s.outputs)}"
+        for s in summary.signatures
+    ]
+    signed = {s.graph for s in summary.signatures}
+    inputs = [in_graph(end.graph) + end.node for end in summary.inputs if end.graph not in signed]
+    outputs = [f"{in_graph(end.graph)}{end.node} ({end.op_type})" for end in summary.outputs if end.graph not in signed]
+    if inputs or outputs or not signed:
+        lines += [f"  inputs: {first_names(inputs, LISTED_ENDS) or 'none'}",
+                  f"  outputs: {first_names(outputs, LISTED_ENDS) or 'none'}"]
+    return lines
 
 
 def _pairs(names_to_tensors: dict) -> str:
