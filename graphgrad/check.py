@@ -143,12 +143,17 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     return report
 
 
+SERVING_DEFAULT = "serving_default"  # tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+
+
 def _only_output(graph, model: Model, tags: list | None) -> str:
-    """The model's one floating-point output, for a check without ``--y``: among its
-    signatures' outputs where it has signatures, else among the outputs of the nodes
-    no node reads (as ``graphgrad ops`` lists them)."""
+    """The model's one floating-point output, for a check without ``--y``: among the
+    outputs of its ``serving_default`` signature, else of all its signatures, else of
+    the nodes no node reads (as ``graphgrad ops`` lists them)."""
     meta = _chosen_meta_graph(model, tags)
-    signed = [tensor for _, _, outputs in signatures_of(meta) for _, tensor in outputs] if meta else []
+    signatures = signatures_of(meta) if meta else []
+    serving = [signature for signature in signatures if signature[0] == SERVING_DEFAULT]
+    signed = [tensor for _, _, outputs in serving or signatures for _, tensor in outputs]
     if signed:
         candidates = [_tensor(graph, tensor) for tensor in signed]
     else:

@@ -2,8 +2,10 @@
 
 import json
 import shlex
+import warnings
 
 import numpy as np
+import pytest
 
 from conftest import fixture, run_cli
 from tf_helpers import tf, v1
@@ -357,3 +359,36 @@ def test_without_y_several_outputs_are_listed(tmp_path):
     result = run_cli("check", save(tmp_path, graph), expect=2)
     assert "name the tensor to differentiate with --y; the model has 2 floating-point outputs: double, triple" \
         in result.stderr
+
+
+def test_a_keras_export_checks_its_serving_default_as_tf2_loads_it(tmp_path):
+    """Keras 3's export has two signatures (serve, serving_default) on two call ops:
+    without --y, check takes serving_default's output, and its guided-backprop
+    gradient is the one tf.saved_model.load + GradientTape compute."""
+    keras = pytest.importorskip("keras", reason="needs Keras (comes with TensorFlow)")
+    import graphgrad
+    from graphgrad.model import signatures_of
+
+    exported, guided = tmp_path / "exported", tmp_path / "guided"
+    with warnings.catch_warnings():  # Keras's own
+        warnings.simplefilter("ignore")
+        keras.utils.set_random_seed(3)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)])
+        model.export(str(exported), verbose=False)
+    run_cli("rewrite", exported, "--op", "Relu=guided_relu", "-o", guided)
+    meta = graphgrad.read_model(str(guided)).message.meta_graphs[0]
+    [(serving_input, serving_output)] = [(inputs[0][1], outputs[0][1]) for key, inputs, outputs
+                                         in signatures_of(meta) if key == "serving_default"]
+
+    report = check_json(guided, "--target", "0", "--feed", f"{serving_input}={FEED}", expect=0)
+    assert report["y"] == serving_output.removesuffix(":0")
+    assert [g["x"] for g in report["gradients"]] == [serving_input.removesuffix(":0")]
+    graphgrad.register_gradients(str(guided))
+    loaded = tf.saved_model.load(str(guided))
+    x = tf.constant(FEED, dtype=tf.float32)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = loaded.serve(x)[:, 0]
+    [gradient] = report["gradients"]
+    assert np.isclose(gradient["norm"], np.linalg.norm(tape.gradient(y, x).numpy()), rtol=1e-5)
+    assert not np.isclose(gradient["norm"], report["without_overrides"][0]["norm"])

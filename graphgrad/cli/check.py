@@ -17,7 +17,8 @@ from .render import echo_json, error, table
               "depends on.")
 @click.option("--y", metavar="TENSOR",
               help="The tensor to differentiate: the sum of its entries, as tf.gradients does (see --target). "
-              "Default: the model's one floating-point output (of its signatures, else of the nodes no node reads).")
+              "Default: the model's one floating-point output (of its serving_default signature, else of all "
+              "its signatures, else of the nodes no node reads).")
 @click.option("--target", type=click.IntRange(0), metavar="INDEX",
               help="Differentiate y[..., INDEX] instead, one class of a classifier's output (a softmax's entries "
               "sum to 1, so its sum has a zero gradient).")
