@@ -95,9 +95,8 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
     holds several. ``target`` differentiates ``y[..., target]`` (one class of a
     classifier's output) instead of the sum of y's entries, as tf.gradients does.
-    Without ``y``: the model's one floating-point output (of its signatures, else
-    of the nodes no node reads); without ``xs``: the floating-point placeholders y
-    depends on."""
+    Without ``y``: the model's one floating-point output (see :func:`_only_output`);
+    without ``xs``: the floating-point placeholders y depends on."""
     model = read_model(path, kind)
     chosen = _tag_set(model, tags)
     graph, session, unresolved, routed = _load(model, chosen)
@@ -108,7 +107,7 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     loaded = [op for op in graph.get_operations() if op.name not in routed]
     with graph.as_default():
         y_tensor = _tensor(graph, y)
-        if not (y_tensor.dtype.is_floating or y_tensor.dtype.is_complex):
+        if not _floating(y_tensor.dtype):
             raise CheckUsageError(
                 f"--y {y} is {y_tensor.dtype.name}: check differentiates a floating-point tensor"
                 + _signatures(model, chosen)
@@ -159,8 +158,7 @@ def _only_output(graph, model: Model, tags: list | None) -> str:
     else:
         _, ends = graph_ends(bodies_of(_graph_def(model, tags), functions=False)[0])
         candidates = [tensor for node, _ in ends for tensor in graph.get_operation_by_name(node).outputs]
-    floating = list(dict.fromkeys(t.name.removesuffix(":0") for t in candidates
-                                  if t.dtype.is_floating or t.dtype.is_complex))
+    floating = list(dict.fromkeys(t.name.removesuffix(":0") for t in candidates if _floating(t.dtype)))
     if len(floating) != 1:
         listed = f": {', '.join(floating)}" if floating else ""
         raise CheckUsageError(f"name the tensor to differentiate with --y; the model has {len(floating)} "
@@ -169,9 +167,11 @@ def _only_output(graph, model: Model, tags: list | None) -> str:
 
 
 def _float_placeholders(y) -> list[str]:
-    """The floating-point placeholders ``y`` depends on, for a check without ``--x``."""
-    found = sorted(op.name for op in _ancestors([y])
-                   if op.type == "Placeholder" and (op.outputs[0].dtype.is_floating or op.outputs[0].dtype.is_complex))
+    """The floating-point placeholders ``y`` depends on, in graph order, for a check
+    without ``--x``."""
+    ancestors = _ancestors([y])
+    found = [op.name for op in y.graph.get_operations()
+             if op.type == "Placeholder" and op in ancestors and _floating(op.outputs[0].dtype)]
     if not found:
         raise CheckUsageError(f"{y.name} depends on no floating-point placeholder; name x with --x")
     return found
@@ -359,7 +359,7 @@ def _feeds(graph, y, xs, given, batch, seed, report):
         tensor = op.outputs[0]
         shape = [batch if d is None else d for d in (tensor.shape.as_list() if tensor.shape.rank is not None else [])]
         dtype = tensor.dtype
-        if dtype.is_floating or dtype.is_complex:
+        if _floating(dtype):
             value = rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
         elif dtype == tf.bool:
             value = rng.random(shape) < 0.5
@@ -423,8 +423,12 @@ def _gradient(session, name, x, y, feed) -> Gradient:
     return Gradient(name, connected, "zero" if norm == 0 else "finite", norm)
 
 
+def _floating(dtype) -> bool:
+    return dtype.is_floating or dtype.is_complex
+
+
 def _differentiable(dtype) -> bool:
-    return dtype.is_floating or dtype.is_complex or dtype.name in ("resource", "variant")
+    return _floating(dtype) or dtype.name in ("resource", "variant")
 
 
 def _between(xs, y, only_differentiable: bool) -> set:

@@ -392,3 +392,15 @@ def test_a_keras_export_checks_its_serving_default_as_tf2_loads_it(tmp_path):
     [gradient] = report["gradients"]
     assert np.isclose(gradient["norm"], np.linalg.norm(tape.gradient(y, x).numpy()), rtol=1e-5)
     assert not np.isclose(gradient["norm"], report["without_overrides"][0]["norm"])
+
+
+def test_without_x_only_floating_point_placeholders_in_graph_order(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        second = v1.placeholder(tf.float32, [2], name="b_second")
+        flag = v1.placeholder(tf.bool, [], name="flag")
+        first = v1.placeholder(tf.float32, [2], name="a_first")
+        v1.placeholder(tf.float32, [2], name="unused")
+        tf.identity(tf.where(flag, second * 2.0, first * 3.0), name="y")
+    report = check_json(save(tmp_path, graph), "--feed", "flag=true", expect=1)
+    assert [(g["x"], g["status"]) for g in report["gradients"]] == [("b_second", "finite"), ("a_first", "zero")]
