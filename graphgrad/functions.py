@@ -19,6 +19,32 @@ CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 _TF_FUNCTION_CALL = re.compile(rb"(Stateful)?PartitionedCall-\d+\Z")
 
 
+def saved_gradients(graph_def) -> dict:
+    """Override name -> gradient function, for the ``tf.custom_gradient`` gradients
+    saved with the graph: ``FunctionDefLibrary.registered_gradients``, which
+    ``tf.saved_model.save`` writes by default since TF 2.13 and
+    ``tf.saved_model.load`` registers again (under new names)."""
+    return {entry.registered_op_type: entry.gradient_func for entry in graph_def.library.registered_gradients}
+
+
+def saved_gradient_outputs(meta_graph_def, function: str) -> tuple | None:
+    """Per input of the op, whether the saved gradient ``function`` returns a
+    gradient for it (False where it returns None), as the SavedModel's signature
+    of the function says (its ``output_signature``, a list with None in places);
+    None when the model does not say."""
+    concrete = meta_graph_def.object_graph_def.concrete_functions
+    if function not in concrete:
+        return None
+    signature = concrete[function].output_signature
+    kind = signature.WhichOneof("kind")
+    if kind not in ("list_value", "tuple_value"):
+        return None
+    values = getattr(signature, kind).values
+    if any(value.WhichOneof("kind") in ("list_value", "tuple_value", "dict_value") for value in values):
+        return None  # nested: flattened by TensorFlow in an order not worth guessing
+    return tuple(value.WhichOneof("kind") != "none_value" for value in values)
+
+
 def function_calls(value) -> list:
     """The functions an AttrValue names (``func``, or a ``list`` of them), each a
     NameAttrList: the function's name and its attributes, which may name more."""

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from .errors import SelectionError
-from .functions import graph_calls_into_overrides, unrouted_calls_note
+from .functions import first_names, graph_calls_into_overrides, saved_gradients, unrouted_calls_note
 from .model import Model, iter_nodes
 from .select import DANGLING, op_types_needed, select_nodes
+from .spec import CUSTOM_GRADIENT
 
 
 @dataclass(frozen=True)
@@ -173,19 +174,37 @@ def _nonempty(columns) -> tuple:
     return columns if columns and len(columns[0]) else ()
 
 
-def apply_rules(nodes, options: RewriteOptions, all_nodes=None) -> RewriteReport:
+def apply_rules(nodes, options: RewriteOptions, all_nodes=None, saved=dict) -> RewriteReport:
     """Set the override of every node the rules select, in place, and report.
 
     ``all_nodes()`` gives every node when ``nodes`` was pre-filtered (for hints).
     A node that carries a different override already is refused unless
     ``options.force`` (or the rule repairs dangling overrides); nothing is
-    changed then.
+    changed then. ``saved()`` gives ``{(graph, override): gradient function}`` of
+    the ``tf.custom_gradient`` gradients saved with the model (read only when a
+    selected node carries a ``CustomGradient-<n>``): repairs leave those alone,
+    and replacing one is said in a note.
     """
     selection = select_nodes(
         nodes, options.rules, options.match, options.exclude, options.allow_missing, all_nodes
     )
+    matches, notes = selection.matches, list(selection.notes)
+    kept_saved = {}
+    if any(CUSTOM_GRADIENT.match(node.override or "") for node, _ in matches):
+        kept_saved = saved()
+        repairs_left = [node.name for node, rule in matches
+                        if rule.selector == DANGLING and (node.graph, node.override) in kept_saved]
+        if repairs_left:
+            notes.append(
+                f"--repair-dangling left {len(repairs_left)} node(s) alone ({first_names(repairs_left)}): "
+                "their tf.custom_gradient gradient is saved with the model, and tf.saved_model.load and "
+                "graphgrad.import_graph_def use it"
+            )
+            matches = [(node, rule) for node, rule in matches
+                       if not (rule.selector == DANGLING and (node.graph, node.override) in kept_saved)]
+    refuse_misfits((node.op_type, rule.spec, node.name) for node, rule in matches)
     changing, unchanged, refused = [], [], []
-    for node, rule in selection.matches:  # once per selected node: kept lean
+    for node, rule in matches:  # once per selected node: kept lean
         new, old = rule.spec.attr_value, node.override
         if old == new:
             unchanged.append((node, old, new))
@@ -198,9 +217,29 @@ def apply_rules(nodes, options: RewriteOptions, all_nodes=None) -> RewriteReport
             f"{len(refused)} node(s) already carry a different gradient override: "
             f"{_describe_refused(_changes(refused))}. To replace them, add --force (force=True)."
         )
+    notes += [
+        f"{node.name}: replaced {old!r}, tf.custom_gradient's gradient saved with the model as function "
+        f"{kept_saved[node.graph, old]}" for node, old, _ in changing if (node.graph, old) in kept_saved
+    ]
     for node, _, new in changing:
         node.set_override(new)
-    return RewriteReport(changes=_changes(changing), unchanged=_changes(unchanged), notes=list(selection.notes))
+    return RewriteReport(changes=_changes(changing), unchanged=_changes(unchanged), notes=notes)
+
+
+def refuse_misfits(uses) -> None:
+    """Raise :class:`SelectionError` if a spec is given to an op type it is wrong
+    for (``uses``: ``(op type, spec, node name)``), e.g. guided_relu on Sigmoid."""
+    reasons = {}
+    for op_type, spec, name in uses:
+        key = (op_type, spec)
+        if key not in reasons:
+            reasons[key] = (spec.refuses(op_type), name)
+    misfits = [f"{name} ({op_type}): {reason}" for (op_type, _), (reason, name) in reasons.items() if reason]
+    if misfits:
+        raise SelectionError(
+            f"{'; '.join(misfits[:3])}{' ...' if len(misfits) > 3 else ''}. To fix this, narrow the rule "
+            "(--op with the op type it is meant for, --exclude) or choose another gradient."
+        )
 
 
 def _changes(rows) -> list:
@@ -229,6 +268,8 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
     report = apply_rules(
         iter_nodes(result, options.functions, op_types), options,
         all_nodes=lambda: iter_nodes(result, options.functions),
+        saved=lambda: {(label, value): function for label, graph_def in result.graphs()
+                       for value, function in saved_gradients(graph_def).items()},
     )
     calls = [
         f"{label}: {name}" if label else name

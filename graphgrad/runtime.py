@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
 from .functions import (
     calls_behind_branches, carries_override, first_names, function_bodies, function_calls,
-    functions_with_overrides, rename_function_references, rename_in_attr, unrouted_calls_into,
+    functions_with_overrides, rename_function_references, rename_in_attr, saved_gradient_outputs, saved_gradients,
+    unrouted_calls_into,
 )
 from .gradients import TRANSFORM, USER
-from .gradients.calls import CALL_GRADIENT, ROUTED_COPY_SUFFIX, called_by, routed_copy
+from .gradients.common import own_gradient
+from .gradients.calls import CALL_GRADIENT, ROUTED_COPY_SUFFIX, called_by, routed_copy, saved_gradient
 from .io import read_model
-from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, graphs_of, iter_graph_nodes
+from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
 from .rewrite import RewriteOptions, apply_rules
 from .select import NODE, OP, Rule
 from .spec import (
@@ -81,6 +83,9 @@ def build_gradient_function(spec: GradientSpec):
 
     def gradient_function(op, *grads):
         tf = tensorflow()
+        refused = spec.refuses(op.type)
+        if refused:  # a graph edited by other means than graphgrad's rewrite, which refuses it
+            raise ValueError(f"node {op.name!r}: {refused}")
         if replacement is None:
             input_grads = _default_gradient(op, grads)
         elif replacement.definition.kind == USER:
@@ -97,16 +102,8 @@ def build_gradient_function(spec: GradientSpec):
 
 
 def _default_gradient(op, grads):
-    try:
-        function = _gradient_registry().lookup(op.type)
-    except LookupError:
-        raise LookupError(
-            f"node {op.name!r}: op type {op.type} has no TensorFlow gradient for a transform "
-            "to act on. To fix this, start the spec with a replacement, e.g. identity|scale(0.5)"
-        ) from None
-    if function is None:  # registered as not differentiable
-        return [None] * len(op.inputs)
-    return _as_list(op, function(op, *grads), op.type)
+    tensorflow()
+    return _as_list(op, own_gradient(op, grads), op.type)
 
 
 def _as_list(op, grads, source):
@@ -123,20 +120,37 @@ def _as_list(op, grads, source):
 
 def _graph_defs(graph):
     """GraphDefs to scan: from a tf.Graph, a Model, a message of either flavour, or a path."""
-    if isinstance(graph, Model):
-        return [g for _, g in graph.graphs()]
-    if isinstance(graph, (str, bytes)) or hasattr(graph, "__fspath__"):
-        return [g for _, g in read_model(graph).graphs()]
+    return [graph_def for graph_def, _ in _graphs_with_metas(graph)]
+
+
+def _graphs_with_metas(graph) -> list:
+    """``(GraphDef, its MetaGraphDef or None)`` of what :func:`_graph_defs` takes."""
     if hasattr(graph, "as_graph_def"):
-        return [graph.as_graph_def()]
-    descriptor = getattr(graph, "DESCRIPTOR", None)
-    kind = _MESSAGE_KINDS.get(getattr(descriptor, "name", None))
-    if kind not in KINDS:
-        raise GraphgradError(
-            f"register_gradients takes a tf.Graph, a GraphDef, MetaGraphDef or SavedModel "
-            f"message, or a path; got {type(graph).__name__}"
-        )
-    return [g for _, g in graphs_of(graph, kind)]
+        return [(graph.as_graph_def(), None)]
+    if isinstance(graph, (str, bytes)) or hasattr(graph, "__fspath__"):
+        graph = read_model(graph)
+    if isinstance(graph, Model):
+        message, kind = graph.message, graph.kind
+    else:
+        message = graph
+        kind = _MESSAGE_KINDS.get(getattr(getattr(graph, "DESCRIPTOR", None), "name", None))
+        if kind not in KINDS:
+            raise GraphgradError(
+                f"register_gradients takes a tf.Graph, a GraphDef, MetaGraphDef or SavedModel "
+                f"message, or a path; got {type(graph).__name__}"
+            )
+    if kind == GRAPHDEF:
+        return [(message, None)]
+    return [(meta.graph_def, meta) for _, meta in meta_graphs_of(message, kind)]
+
+
+def _saved_gradient_entries(graphs_with_metas) -> dict:
+    """Override name -> ``(gradient function, outputs)`` of the gradients saved with
+    the graphs (see :func:`graphgrad.gradients.calls.saved_gradient`)."""
+    return {
+        value: (function, saved_gradient_outputs(meta, function) if meta is not None else None)
+        for graph_def, meta in graphs_with_metas for value, function in saved_gradients(graph_def).items()
+    }
 
 
 def overrides_in(graph) -> dict[str, list[str]]:
@@ -165,13 +179,26 @@ def register_gradients(graph) -> Registration:
     registering the others. On a ``tf.Graph``, routes its call ops (see
     :func:`route_calls`), and warns (:class:`UnroutedCallsWarning`) of calls it
     cannot route (in a finalized graph).
+
+    The gradients of ``tf.custom_gradient`` saved with a model (see
+    :func:`graphgrad.functions.saved_gradients`) are registered under their names
+    as they stand, for a TF1 loader that keeps them; :func:`import_graph_def`
+    gives them names of their own instead, as ``tf.saved_model.load`` does.
     """
-    graph_defs = _graph_defs(graph)
+    graphs = _graphs_with_metas(graph)
+    graph_defs = [graph_def for graph_def, _ in graphs]
     uses = _override_uses(graph_defs)
+    saved = _saved_gradient_entries(graphs)
     tf = tensorflow()
     registered, already, unresolved = [], [], []
     with _LOCK:
         for value in sorted(uses):
+            if value in saved:
+                outcome = _register_saved(tf, value, saved[value])
+                (registered if outcome == "registered" else already if outcome == "already" else unresolved).append(
+                    value if outcome in ("registered", "already") else (value, outcome)
+                )
+                continue
             try:
                 spec = spec_from_attr_value(value)
             except SpecError as error:
@@ -194,6 +221,45 @@ def register_gradients(graph) -> Registration:
     if unrouted:
         warnings.warn(UnroutedCallsWarning(_unrouted_message(unrouted)), stacklevel=2)
     return Registration(tuple(registered), tuple(already), routed, unrouted)
+
+
+# Saved gradients registered under their own names here: name -> (function, outputs).
+_SAVED_REGISTERED: dict = {}
+
+
+def _register_saved(tf, value: str, entry: tuple) -> str:
+    """Register the saved gradient ``entry`` (see :func:`_saved_gradient_entries`)
+    as ``value``: "registered", "already", or why it cannot be."""
+    if _SAVED_REGISTERED.get(value) == entry:
+        return "already"
+    if is_registered(value):
+        return (
+            f"it names tf.custom_gradient's gradient saved with the model (function {entry[0]}), but this "
+            "process has another gradient of that name (its own tf.custom_gradient's, or another model's)"
+        )
+    tf.RegisterGradient(value)(saved_gradient(*entry))
+    _SAVED_REGISTERED[value] = entry
+    return "registered"
+
+
+def _with_own_saved_names(graph_def, saved: dict):
+    """A copy of ``graph_def`` whose nodes that name saved gradients name new ones,
+    registered here as those gradients: what ``tf.saved_model.load`` does (with
+    TensorFlow's own generator of names), so that they meet no other name."""
+    from tensorflow.python.ops.custom_gradient import generate_name
+
+    tf = tensorflow()
+    renamed = type(graph_def)()
+    renamed.CopyFrom(graph_def)
+    names = {}
+    for node in iter_graph_nodes(renamed):
+        value = node.override
+        if value in saved:
+            if value not in names:
+                names[value] = generate_name()
+                tf.RegisterGradient(names[value])(saved_gradient(*saved[value]))
+            node.set_override(names[value])
+    return renamed
 
 
 def _unrouted_message(calls) -> str:
@@ -289,6 +355,8 @@ def _unresolved_message(unresolved, uses) -> str:
             )
         elif value.startswith("graphgrad/"):
             fix = "import the module that declares this gradient before register_gradients"
+        elif reason.startswith("it names tf.custom_gradient's gradient saved"):
+            fix = "load the graph with graphgrad.import_graph_def, which gives the saved gradient a name of its own"
         else:
             fix = (
                 "register it with tf.RegisterGradient before loading, or give the node a "
@@ -300,23 +368,63 @@ def _unresolved_message(unresolved, uses) -> str:
 
 def import_graph_def(graph_def_or_path, **kwargs):
     """Read (if a path), route the graph's calls (:func:`with_routed_calls`),
-    register its gradients, then ``tf.import_graph_def``.
+    register its gradients, then import it into the default graph.
 
-    Accepts a path, a :class:`Model`, or a GraphDef / MetaGraphDef message of either
-    flavour; keyword arguments go to ``tf.compat.v1.import_graph_def``.
+    Accepts a path, a :class:`Model`, or a GraphDef / MetaGraphDef / SavedModel
+    (of one graph) message of either flavour; keyword arguments go to
+    ``tf.compat.v1.import_graph_def``, which it returns. Gradients saved with
+    the model (``tf.custom_gradient``'s) are called under names of their own. A
+    MetaGraphDef whose graph holds TF1 control flow is imported as
+    ``tf.compat.v1.train.import_meta_graph`` does, which restores the loops' and
+    conditionals' contexts that ``tf.gradients`` needs. ``_output_shapes`` hints
+    that TensorFlow refuses as stale (old TF1 checkpoints) are dropped, with a warning.
     """
     tf = tensorflow()
-    graph_defs = _graph_defs(graph_def_or_path)
-    if len(graph_defs) != 1:
+    graphs = _graphs_with_metas(graph_def_or_path)
+    if len(graphs) != 1:
         raise GraphgradError(
-            f"this model holds {len(graph_defs)} graphs; read it with graphgrad.read_model "
+            f"this model holds {len(graphs)} graphs; read it with graphgrad.read_model "
             "and pass the GraphDef of the one to import"
         )
-    graph_def = with_routed_calls(graph_defs[0])
+    graph_def, meta = graphs[0]
+    saved = _saved_gradient_entries(graphs)
+    graph_def = with_routed_calls(graph_def)
+    if saved:
+        with _LOCK:
+            graph_def = _with_own_saved_names(graph_def, saved)
     register_gradients(graph_def)
     if not isinstance(graph_def, tf.compat.v1.GraphDef):
         graph_def = tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())
-    return tf.compat.v1.import_graph_def(graph_def, **kwargs)
+    try:
+        return _import(tf, graph_def, meta, kwargs)
+    except ValueError as error:
+        if "_output_shapes" not in str(error):
+            raise
+    warnings.warn(
+        "graphgrad.import_graph_def: TensorFlow refused the graph's _output_shapes hints as stale "
+        "(old TF1 checkpoints carry them); imported without them", stacklevel=2,
+    )
+    for node in graph_def.node:
+        node.attr.pop("_output_shapes", None)
+    return _import(tf, graph_def, meta, kwargs)
+
+
+# Collections in which a MetaGraphDef keeps its TF1 loops' and conditionals' contexts.
+CONTROL_FLOW_COLLECTIONS = ("while_context", "cond_context")
+
+
+def _import(tf, graph_def, meta, kwargs):
+    if meta is None or not any(key in meta.collection_def for key in CONTROL_FLOW_COLLECTIONS):
+        return tf.compat.v1.import_graph_def(graph_def, **kwargs)
+    meta_graph_def = tf.compat.v1.MetaGraphDef.FromString(meta.SerializeToString())
+    meta_graph_def.graph_def.CopyFrom(graph_def)
+    scope = kwargs.get("name", "import")  # import_graph_def's default scope
+    tf.compat.v1.train.import_meta_graph(meta_graph_def, import_scope=scope or None, input_map=kwargs.get("input_map"))
+    elements = kwargs.get("return_elements")
+    if elements is None:
+        return None
+    graph = tf.compat.v1.get_default_graph()
+    return [graph.as_graph_element(f"{scope}/{name}" if scope else name) for name in elements]
 
 
 def with_routed_calls(graph_def):

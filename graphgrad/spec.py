@@ -75,6 +75,11 @@ class GradientSpec:
             return self.tf_name
         return NAMESPACE + self.canonical
 
+    def refuses(self, op_type: str) -> str | None:
+        """Why this spec is wrong for nodes of ``op_type`` (its replacement is meant
+        for other op types), or None."""
+        return self.stages[0].definition.refuses(op_type) if self.stages else None
+
     def __str__(self) -> str:
         return self.canonical
 

@@ -8,13 +8,14 @@ from functools import cached_property
 from itertools import compress
 
 from .errors import SpecError
-from .functions import CALL_OPS, calls_into_overrides
+from .functions import CALL_OPS, calls_into_overrides, saved_gradients
 from .model import Model, meta_graphs_of, override_of, signatures_of
 from .spec import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, spec_from_attr_value
 
 GRAPHGRAD = "graphgrad"
 UNRESOLVED = "unresolved"
 DANGLING = "dangling"
+SAVED = "saved"
 EXTERNAL = "external"
 FUNCTION_CALL = "tf.function"
 
@@ -79,16 +80,25 @@ class ModelSummary:
         return [o for o in self.overrides if o.status in (UNRESOLVED, DANGLING)]
 
 
-def classify_override(value: str) -> tuple[str, str]:
-    """(status, detail) for an override value.
+def classify_override(value: str, saved: dict | None = None) -> tuple[str, str]:
+    """(status, detail) for an override value; ``saved`` is the graph's
+    :func:`~graphgrad.functions.saved_gradients`.
 
     ``graphgrad``: a graphgrad gradient this process can build; ``unresolved``:
-    a graphgrad name it cannot (e.g. a user gradient not imported);
-    ``dangling``: a ``CustomGradient-<n>`` left by ``tf.custom_gradient``, which
-    no loading process has; ``tf.function``: a ``PartitionedCall-<n>`` on a call
-    op, which needs nothing; ``external``: any other name, which the loading
-    process must register itself (or TensorFlow has under that op type).
+    a graphgrad name it cannot (e.g. a user gradient not imported); ``saved``: a
+    ``tf.custom_gradient`` whose gradient function was saved with the model;
+    ``dangling``: a ``CustomGradient-<n>`` left by ``tf.custom_gradient`` without
+    its function, which no loading process has; ``tf.function``: a
+    ``PartitionedCall-<n>`` on a call op, which needs nothing; ``external``: any
+    other name, which the loading process must register itself (or TensorFlow
+    has under that op type).
     """
+    if saved and value in saved:
+        return SAVED, (
+            f"tf.custom_gradient's gradient, saved with the model as function {saved[value]}: "
+            "tf.saved_model.load registers it again; for graph mode, graphgrad.import_graph_def "
+            "(or register_gradients on the model file) calls it"
+        )
     if CUSTOM_GRADIENT.match(value):
         return DANGLING, (
             "a name tf.custom_gradient gave in the process that built the graph; no other "
@@ -118,6 +128,7 @@ class Body:
     inputs: Sequence  # every node's inputs, one node after another
     arguments: set
     overrides: list  # (node name, op type, value)
+    saved_gradients: dict  # of the top level: the graph's (see graphgrad.functions.saved_gradients)
     node_inputs: Callable[[], Iterable]  # (node name, its inputs) per node; read when an input is missing
     node_defs: Callable[..., Iterable]  # (op types=None) its NodeDefs, of those op types if given
 
@@ -136,7 +147,7 @@ class Body:
 
 def bodies_of(graph_def, functions: bool = True) -> list[Body]:
     """The top level and (unless ``functions`` is false) the function bodies of a GraphDef."""
-    bodies = [nodes_body(None, graph_def.node, set())]
+    bodies = [nodes_body(None, graph_def.node, set(), saved_gradients(graph_def))]
     if functions:
         bodies += [
             nodes_body(f.signature.name, f.node_def, {arg.name for arg in f.signature.input_arg})
@@ -145,7 +156,7 @@ def bodies_of(graph_def, functions: bool = True) -> list[Body]:
     return bodies
 
 
-def nodes_body(function: str | None, nodes, arguments: set) -> Body:
+def nodes_body(function: str | None, nodes, arguments: set, saved: dict | None = None) -> Body:
     """A :class:`Body` of NodeDefs."""
     return Body(
         function=function,
@@ -154,6 +165,7 @@ def nodes_body(function: str | None, nodes, arguments: set) -> Body:
         inputs=[reference for node in nodes for reference in node.input],
         arguments=arguments,
         overrides=[(node.name, node.op, override_of(node)) for node in nodes if ATTR in node.attr],
+        saved_gradients=saved or {},
         node_inputs=lambda: ((node.name, node.input) for node in nodes),
         node_defs=lambda op_types=None: nodes if op_types is None else [n for n in nodes if n.op in op_types],
     )
@@ -175,15 +187,16 @@ def summarize_bodies(path: str, kind: str, encoding: str, graphs, signatures=())
     """The summary of ``graphs``: (label, [top-level Body, function Body, ...]) per graph."""
     top, in_functions = Counter(), Counter()
     overrides, function_count, problems, unrouted, inputs, outputs = [], 0, [], [], [], []
-    classified = {}  # a rewritten graph has thousands of overrides and a few distinct values
     for label, bodies in graphs:
         function_count += len(bodies) - 1
+        classified = {}  # a rewritten graph has thousands of overrides and a few distinct values
+        saved = bodies[0].saved_gradients
         for body in bodies:
             (top if body.function is None else in_functions).update(body.ops)
             prefix = "" if body.function is None else body.function + "/"
             for name, op_type, value in body.overrides:
                 if value not in classified:
-                    classified[value] = classify_override(value)
+                    classified[value] = classify_override(value, saved)
                 overrides.append(Override(label, prefix + name, op_type, value, *classified[value]))
         problems += graph_problems(bodies, label)
         unrouted += [f"{label}: {name}" if label else name for name in unrouted_calls(bodies)]

@@ -9,7 +9,7 @@ from .edit import EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, s
 from .embed import build_embedded, surrogate_for
 from .errors import GraphgradError, SelectionError
 from .model import Model, NodeRef, override_of
-from .rewrite import NodeChange, RewriteOptions, RewriteReport
+from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
 from .select import select_nodes
 from .spec import ATTR, GradientSpec
 
@@ -64,6 +64,8 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
     """
     if options.embed:
         surrogate_for(options.spec)  # refuse unembeddable specs before touching anything
+    else:
+        refuse_misfits([("Identity", options.spec, options.tensor)])  # what carries the gradient
     result = model if inplace else model.copy()
     insertions = []
     for scope, ref in locate_tensor(result, options.tensor):
@@ -157,6 +159,11 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     inputs = [name for name in node.input if not name.startswith("^")]
     if not inputs:
         raise SelectionError(f"{qualified} ({node.op}) has no data input for a surrogate to act on")
+    if node.op == "IdentityN" and len(inputs) > 1:
+        # tf.custom_gradient's IdentityN(result, args...): only output 0 is read (checked
+        # above), so it is the one result, and its argument, input 1, is the x of its
+        # gradient (see graphgrad.gradients.common.elementwise_pairs).
+        inputs = inputs[1:]
     dtype = scope.dtype_of(y_ref)
     x_dtype = scope.dtype_of(inputs[0])
     if dtype is not None and x_dtype is not None and x_dtype != dtype and surrogate_for(spec).replacement is not None:

@@ -25,11 +25,11 @@ from functools import cached_property
 
 from google.protobuf.message import DecodeError
 
-from .functions import CALL_OPS, calls_into_overrides, functions_with_overrides, unrouted_calls_note
+from .functions import CALL_OPS, calls_into_overrides, functions_with_overrides, saved_gradients, unrouted_calls_note
 from .model import iter_graph_nodes, override_of, set_override
 from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
 from .protos import AttrValue, GraphDef, NodeDef
-from .rewrite import NodeChange, RewriteOptions, RewriteReport, apply_rules
+from .rewrite import NodeChange, RewriteOptions, RewriteReport, apply_rules, refuse_misfits
 from .select import choose_by_op_type, op_types_needed
 from .spec import ATTR
 
@@ -358,7 +358,9 @@ def _rewrite(data, whole, options: RewriteOptions):
     if isinstance(graph, HeadGraph) and op_types is not None and not functions and not graph.has_overrides:
         report = _apply_to_heads(graph, op_types, options, all_nodes)
     else:
-        report = apply_rules(graph.candidates(op_types) + functions, options, all_nodes=all_nodes)
+        report = apply_rules(graph.candidates(op_types) + functions, options, all_nodes=all_nodes,
+                             saved=lambda: {("", value): function for value, function
+                                            in saved_gradients(library.graph()).items()})
     calls = _unrouted_calls(graph, library) if options.functions else []
     report.notes += [unrouted_calls_note(calls)] if calls else []
     return graph.chunks(library.changed_bytes()), report
@@ -390,6 +392,7 @@ def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nod
         Counter(ops), options.rules, options.allow_missing, all_nodes,
         names_of=lambda op_type: [name for name, op in zip(names, ops) if op == op_type],
     )
+    refuse_misfits((op_type, rule.spec, names[ops.index(op_type)]) for op_type, rule in chosen.items())
     values = {op_type: rule.spec.attr_value for op_type, rule in chosen.items()}
     graph.add_overrides(indices, ops, values)
     changes = (("",) * len(names), names, ops, (None,) * len(names), list(map(values.get, ops)))
@@ -424,7 +427,8 @@ def _bodies(data, whole, functions: bool) -> list:
         names, ops, inputs, overrides, inputs_by_node = _scanned_columns(graph)
         library = graph.library_payloads()
         node_defs = lambda op_types: [node.node for node in graph.nodes if node.op_type in op_types]  # noqa: E731
-    top = Body(None, names, ops, inputs, set(), overrides, inputs_by_node, node_defs)
+    saved = saved_gradients(Library(library).graph()) if library else {}
+    top = Body(None, names, ops, inputs, set(), overrides, saved, inputs_by_node, node_defs)
     if not (functions and library):
         return [top]
     return [top] + bodies_of(Library(library).graph())[1:]

@@ -22,7 +22,7 @@ ALLOWED = {
     "model": {"spec"},
     "io": {"errors", "model", "protos"},
     "select": {"errors", "spec"},
-    "rewrite": {"errors", "functions", "model", "select"},
+    "rewrite": {"errors", "functions", "model", "select", "spec"},
     "summary": {"errors", "functions", "model", "spec"},
     "edit": {"errors", "functions", "model", "protos"},
     "embed": {"edit", "errors", "protos", "spec"},
@@ -68,8 +68,10 @@ def imported_layers(relative_path, tree):
             yield node.module.split(".")[1]
 
 
-# The TF runtime layer, and the one gradient that needs a TF internal `tf` does not expose.
-TENSORFLOW_MODULES = {"runtime.py", "check.py", os.path.join("gradients", "calls.py")}
+# The TF runtime layer, and the gradient helpers that need TF internals `tf` does not expose.
+TENSORFLOW_MODULES = {
+    "runtime.py", "check.py", os.path.join("gradients", "calls.py"), os.path.join("gradients", "common.py"),
+}
 
 
 def test_tensorflow_is_imported_only_inside_runtime_functions():

@@ -5,7 +5,7 @@ import click
 from ..api import summarize_files
 from ..functions import first_names, unrouted_calls_note
 from ..model import KIND_NAMES
-from ..summary import DANGLING, UNRESOLVED
+from ..summary import DANGLING, SAVED, UNRESOLVED
 from . import options
 from .render import echo_json, error, in_graph, table, to_jsonable
 
@@ -80,6 +80,8 @@ def _render(summary, status=None) -> str:
             f"    fix: graphgrad rewrite {summary.path} --node '{problem.node}=identity' --force "
             "-o OUT  (or: --repair-dangling identity)"
         )
+    saved = {o.value: o.detail for o in summary.overrides if o.status == SAVED}
+    lines += [f"  {value}: {detail}" for value, detail in saved.items()]
     if summary.unrouted_calls:
         lines.append(f"  note: {unrouted_calls_note(summary.unrouted_calls)}")
     return "\n".join(lines)

@@ -22,39 +22,81 @@ CALL_GRADIENT = "graphgrad/call"  # what ``call`` is written as: the canonical n
     formula="dy through the called function's body, differentiated in Python: overrides inside apply (call ops)",
 )
 def call(tf, op, grads):
-    # TensorFlow turns a FunctionDef into an importable GraphDef only in this internal module.
-    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
-
-    graph = op.graph
     function_name = called_by(op)
-    if routed_copy(function_name) in _functions(graph):  # a call by op type cannot be pointed at it
+    if routed_copy(function_name) in _functions(op.graph):  # a call by op type cannot be pointed at it
         function_name = routed_copy(function_name)
-    if function_name not in _functions(graph):
+    if function_name not in _functions(op.graph):
         raise ValueError(
             f"call on node {op.name!r} ({op.type}): it calls no function of the graph; call is for "
             f"{', '.join(CALL_OPS)} and ops that are functions"
         )
+    wanted = [index for index, grad in enumerate(grads) if grad is not None]
+    if not wanted:
+        return [None] * len(op.inputs)
+    inputs, outputs = inline_function(tf, op.graph, function_name, op.inputs, wanted)
+    return tf.compat.v1.gradients(outputs, inputs, grad_ys=[grads[index] for index in wanted], name="body_grad")
+
+
+def inline_function(tf, graph, function_name: str, inputs, wanted=None) -> tuple[list, list]:
+    """Import a copy of the body of ``graph``'s function ``function_name`` into the
+    default graph, its arguments wired to ``inputs``, its nested calls into
+    functions that hold overrides routed through ``call``. Returns ``(inputs as
+    wired, the outputs)``: those at the positions ``wanted``, or all of them."""
+    # TensorFlow turns a FunctionDef into an importable GraphDef only in this internal module.
+    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
+
     definition = function_definition(graph, function_name)
     body, flat_names = function_def_to_graph_def(definition)
     overriding = overriding_functions(graph)
     for node in unrouted_calls_into(body.node, overriding):
         node.attr[OVERRIDE_ATTR].s = CALL_GRADIENT.encode()
     returns = [flat_names[definition.ret[arg.name]] for arg in definition.signature.output_arg]
-    wanted = [(tensor, grad) for tensor, grad in zip(returns, grads) if grad is not None]
-    if not wanted:
-        return [None] * len(op.inputs)
     # Under a GradientTape the gradient is built in a graph of its own, and
     # import_graph_def maps inputs only onto that graph's tensors: an Identity captures them.
     here = tf.compat.v1.get_default_graph()
-    inputs = [tensor if tensor.graph is here else tf.identity(tensor) for tensor in op.inputs]
+    inputs = [tensor if tensor.graph is here else tf.identity(tensor) for tensor in inputs]
     arguments = [arg.name for arg in definition.signature.input_arg]
+    if len(arguments) != len(inputs):
+        raise ValueError(f"function {function_name} takes {len(arguments)} argument(s), given {len(inputs)}")
     outputs = tf.compat.v1.import_graph_def(
         body,
         input_map={f"{argument}:0": tensor for argument, tensor in zip(arguments, inputs)},
-        return_elements=[tensor for tensor, _ in wanted],
+        return_elements=[returns[index] for index in (range(len(returns)) if wanted is None else wanted)],
         name="body",
     )
-    return tf.compat.v1.gradients(outputs, inputs, grad_ys=[grad for _, grad in wanted], name="body_grad")
+    return inputs, outputs
+
+
+def saved_gradient(function_name: str, outputs: tuple | None):
+    """The gradient of a ``tf.custom_gradient`` saved with its model as the graph's
+    function ``function_name``, as ``tf.saved_model.load`` restores it: called on
+    the upstream gradients (zeros where there are none), its outputs given to the
+    op's inputs. ``outputs`` says, per input of the op, whether the function
+    returns its gradient (True) or None (False), as the model's saved signature
+    of the function does; without it, the function's outputs go to the op's last
+    inputs (``tf.custom_gradient``'s ``[None] * len(results) + grads``)."""
+
+    def gradient(op, *grads):
+        import tensorflow as tf
+
+        if function_name not in _functions(op.graph):
+            raise ValueError(
+                f"node {op.name!r}: its saved gradient function {function_name} is not in the graph; "
+                "load the graph from the file that holds both"
+            )
+        upstream = [tf.zeros_like(output) if grad is None else grad for grad, output in zip(grads, op.outputs)]
+        _, results = inline_function(tf, op.graph, function_name, upstream)
+        given = outputs or (False,) * (len(op.inputs) - len(results)) + (True,) * len(results)
+        if len(given) != len(op.inputs) or sum(given) != len(results):
+            raise ValueError(
+                f"node {op.name!r}: its saved gradient function {function_name} returns {len(results)} "
+                f"gradient(s), which do not fit its {len(op.inputs)} input(s)"
+            )
+        results = iter(results)
+        return [next(results) if has else None for has in given]
+
+    gradient.__name__ = f"graphgrad_saved_{function_name}"
+    return gradient
 
 
 def called_by(op) -> str:

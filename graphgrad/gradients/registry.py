@@ -57,6 +57,16 @@ class GradientDef:
     check: Callable | None = None
     origin: str = ""
     aliases: tuple = field(default=())
+    op_types: tuple = ()  # the op types it is meant for; empty: any
+
+    def refuses(self, op_type: str) -> str | None:
+        """Why this gradient is wrong for nodes of ``op_type``, or None if it is not."""
+        if not self.op_types or op_type in self.op_types:
+            return None
+        return (
+            f"{self.name} is meant for op types {', '.join(self.op_types)} (its formula: {self.formula}), "
+            f"not {op_type}"
+        )
 
     def signature(self) -> str:
         if not self.params:
@@ -150,8 +160,9 @@ def _origin(function: Callable) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}"
 
 
-def builtin(kind: str, *params: Param, formula: str, check=None, aliases=()):
-    """Register a built-in gradient family member (used by graphgrad's own files)."""
+def builtin(kind: str, *params: Param, formula: str, check=None, aliases=(), op_types=()):
+    """Register a built-in gradient family member (used by graphgrad's own files).
+    ``op_types``: the only op types it may be given to (empty: any)."""
 
     def decorate(function):
         REGISTRY.add(
@@ -163,6 +174,7 @@ def builtin(kind: str, *params: Param, formula: str, check=None, aliases=()):
                 formula=formula,
                 check=check,
                 origin=_origin(function),
+                op_types=tuple(op_types),
             )
         )
         for alias, spec in aliases:

@@ -1,28 +1,27 @@
 """Straight-through estimators: replacements for ops whose true gradient is zero
 or undefined (``Sign``, ``Round``, quantizers, non-differentiable preprocessing).
 
-Each returns a gradient for the op's first input x and None for any other input.
+Each maps dy of output 0 to input 0 (x), None for any other input; on the
+``IdentityN`` of a ``tf.custom_gradient``, dy of result i to argument i (see
+:func:`~graphgrad.gradients.common.elementwise_pairs`).
 """
 
-from .common import first_input_only, mask
+from .common import custom_gradient_results, elementwise, mask
 from .registry import REPLACEMENT, Param, builtin, check_positive
 
 
 @builtin(
     REPLACEMENT,
-    formula=(
-        "input i gets dy of output i where outputs match inputs (Identity, IdentityN, "
-        "PyFunc identities); otherwise input 0 gets dy, other inputs None"
-    ),
+    formula="input i gets dy of output i where they match (Identity, IdentityN), else input 0 gets dy",
 )
 def identity(tf, op, grads):
     inputs, outputs = list(op.inputs), list(op.outputs)
     corresponds = len(inputs) == len(outputs) and all(
         i.dtype.base_dtype == o.dtype.base_dtype for i, o in zip(inputs, outputs)
     )
-    if corresponds:
+    if corresponds and custom_gradient_results(op) is None:
         return list(grads)
-    return first_input_only(op, grads[0])
+    return elementwise(op, grads, lambda x, dy: 1)
 
 
 @builtin(
@@ -33,15 +32,12 @@ def identity(tf, op, grads):
     aliases=[("QuantizeGrad", "ste(clip=1.0)")],
 )
 def ste(tf, op, grads, clip):
-    x, dy = op.inputs[0], grads[0]
-    return first_input_only(op, dy * mask(tf, tf.abs(x) <= clip, dy))
+    return elementwise(op, grads, lambda x, dy: mask(tf, tf.abs(x) <= clip, dy))
 
 
 @builtin(REPLACEMENT, formula="dy * max(0, 2 - 2|x|)")
 def approx_sign(tf, op, grads):
-    x, dy = op.inputs[0], grads[0]
-    x = tf.cast(x, dy.dtype)
-    return first_input_only(op, dy * tf.maximum(tf.zeros_like(x), 2.0 - 2.0 * tf.abs(x)))
+    return elementwise(op, grads, lambda x, dy: _hinge(tf, 2.0 - 2.0 * tf.abs(tf.cast(x, dy.dtype))))
 
 
 @builtin(
@@ -51,14 +47,18 @@ def approx_sign(tf, op, grads):
     check=check_positive("beta"),
 )
 def swish_sign(tf, op, grads, beta):
-    x, dy = op.inputs[0], grads[0]
-    bx = beta * tf.cast(x, dy.dtype)
-    derivative = beta * (2.0 - bx * tf.tanh(bx / 2.0)) / (1.0 + tf.cosh(bx))
-    return first_input_only(op, dy * derivative)
+    def derivative(x, dy):
+        bx = beta * tf.cast(x, dy.dtype)
+        return beta * (2.0 - bx * tf.tanh(bx / 2.0)) / (1.0 + tf.cosh(bx))
+
+    return elementwise(op, grads, derivative)
 
 
 @builtin(REPLACEMENT, formula="dy * max(0, 1 - |x|)")
 def triangle(tf, op, grads):
-    x, dy = op.inputs[0], grads[0]
-    x = tf.cast(x, dy.dtype)
-    return first_input_only(op, dy * tf.maximum(tf.zeros_like(x), 1.0 - tf.abs(x)))
+    return elementwise(op, grads, lambda x, dy: _hinge(tf, 1.0 - tf.abs(tf.cast(x, dy.dtype))))
+
+
+def _hinge(tf, value):
+    """max(0, value), in value's dtype (a Python 0.0 would be float32)."""
+    return tf.maximum(tf.zeros_like(value), value)

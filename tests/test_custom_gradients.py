@@ -1,0 +1,145 @@
+"""TensorFlow's own custom gradients: kept when saved, repaired by tf.custom_gradient's
+convention, guided backpropagation for the whole Relu family (run with TensorFlow)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import fixture, run_cli
+from tf_helpers import assert_close, gradients, load, tf, v1
+
+import graphgrad
+from graphgrad.errors import SelectionError
+
+SAVED = fixture("saved_custom_gradient")  # forward 3x, gradient clip(3 dy, -0.1, 0.1), saved by TF's defaults
+SAVED_X, SAVED_Y = "serving_default_x:0", "PartitionedCall:0"
+
+
+def tf1_gradient(graph, y, x, value):
+    return gradients(graph, y, x, {x: value})[0]
+
+
+# -- 1. gradients saved with a SavedModel ---------------------------------------------
+
+
+def test_ops_calls_a_saved_custom_gradient_saved_not_dangling():
+    result = run_cli("ops", SAVED)
+    assert "DANGLING" not in result.stdout and "--repair-dangling" not in result.stdout
+    (override,) = json.loads(run_cli("ops", SAVED, "--json").stdout)["files"][0]["overrides"]
+    assert override["status"] == "saved" and "__inference_internal_grad_fn_" in override["detail"]
+
+
+def test_repair_dangling_leaves_a_saved_gradient_alone(tmp_path):
+    out = tmp_path / "repaired"
+    result = run_cli("rewrite", SAVED, "--repair-dangling", "identity", "-o", out)
+    assert "changed 0 node(s)" in result.stdout and "left 1 node(s) alone" in result.stdout
+    obj = tf.saved_model.load(str(out))
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = obj(x)
+    assert_close(tape.gradient(y, x), [0.1, 0.1])  # the user's gradient, not the repair's [3, 3]
+
+
+def test_force_over_a_saved_gradient_says_what_it_replaces(tmp_path):
+    result = run_cli("rewrite", SAVED, "--node", "*/IdentityN=identity", "--force", "-o", tmp_path / "forced")
+    assert "replaced 'CustomGradient-" in result.stdout and "saved with the model as function" in result.stdout
+
+
+def test_import_graph_def_calls_the_saved_gradient():
+    graph = tf.Graph()
+    with graph.as_default():
+        graphgrad.import_graph_def(SAVED, name="")
+    assert_close(tf1_gradient(graph, SAVED_Y, SAVED_X, [1.0, 2.0]), [0.1, 0.1])
+
+
+def test_a_tf1_loader_after_register_gradients_on_the_file():
+    graphgrad.register_gradients(SAVED)
+    graph = tf.Graph()
+    with graph.as_default(), v1.Session(graph=graph) as session:
+        v1.saved_model.load(session, ["serve"], SAVED)
+        graphgrad.register_gradients(graph)  # routes the call into the function holding the override
+    assert_close(tf1_gradient(graph, SAVED_Y, SAVED_X, [1.0, 2.0]), [0.1, 0.1])
+
+
+# -- 2. repairs follow tf.custom_gradient's IdentityN(results..., args...) -------------
+
+STE_X = np.array([0.5, -0.5, 2.0], np.float32)
+STE_EXPECTED = [2.0, 2.0, 0.0]  # y = 2 * sign(x) repaired with ste: 2 * 1{|x| <= 1}
+
+
+@pytest.mark.parametrize("source", ["ste_sign.meta", "ste_sign_frozen.pb"])
+def test_repair_with_ste_sends_dy_to_the_argument(tmp_path, source):
+    out = tmp_path / source
+    run_cli("rewrite", fixture(source), "--repair-dangling", "ste", "-o", out)
+    graph = load(out)
+    assert_close(tf1_gradient(graph, "y:0", "x:0", STE_X), STE_EXPECTED)
+
+
+def test_repair_in_a_tf2_function_body(tmp_path):
+    out = tmp_path / "repaired"
+    run_cli("rewrite", fixture("ste_sign_unsaved"), "--repair-dangling", "ste", "-o", out)
+    graphgrad.register_gradients(str(out))
+    obj = tf.saved_model.load(str(out))
+    x = tf.constant(STE_X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = obj(x)
+    assert_close(tape.gradient(y, x), STE_EXPECTED)
+
+
+def test_identity_on_a_custom_gradient_node_and_on_identity_n():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [3], name="x")
+        w = v1.placeholder(tf.float32, [3], name="w")
+        a, b = tf.identity_n([x * 2.0, w * 3.0])  # unrelated tensors: a plain IdentityN
+        graphgrad.override(graph, {"IdentityN": "identity"})
+        feed = {x: STE_X, w: STE_X}
+        assert_close(gradients(graph, a + b, [x, w], feed)[0], [2, 2, 2])
+        assert_close(gradients(graph, a + b, [x, w], feed)[1], [3, 3, 3])
+
+
+def test_embed_on_a_custom_gradient_node_uses_its_argument(tmp_path):
+    out = tmp_path / "embedded.pb"
+    run_cli("rewrite", fixture("ste_sign_frozen.pb"), "--node", "IdentityN=ste", "--force", "--embed", "-o", out)
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(out.read_bytes()), name="")  # plain TensorFlow: no runtime
+    assert_close(tf1_gradient(graph, "y:0", "x:0", STE_X), STE_EXPECTED)
+
+
+# -- 3. guided backpropagation on the Relu family --------------------------------------
+
+RELU_X = np.array([-1.0, 3.0, 7.0], np.float32)
+
+
+@pytest.mark.parametrize("build, expected", [
+    (tf.nn.relu, [0, 1, 1]),
+    (tf.nn.relu6, [0, 1, 0]),
+    (lambda t: tf.nn.leaky_relu(t, alpha=0.2), [0.2, 1, 1]),
+    (tf.nn.elu, [np.exp(-1), 1, 1]),
+])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_guided_relu_is_the_ops_own_gradient_of_relu_dy(build, expected, sign):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [3])
+        y = build(x)
+        graphgrad.override(graph, {y.op.type: "guided_relu"})
+        grad = gradients(graph, y, x, {x: RELU_X}, grad_ys=np.full(3, sign, np.float32))[0]
+    assert_close(grad, expected if sign > 0 else [0, 0, 0])
+
+
+def test_guided_relu_on_another_op_type_is_refused_with_the_reason():
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.sigmoid(v1.placeholder(tf.float32, [3]))
+        with pytest.raises(SelectionError, match="guided_relu is meant for op types Relu, Relu6"):
+            graphgrad.override(graph, {"Sigmoid": "guided_relu"})
+
+
+def test_rewrite_refuses_guided_relu_on_sign():
+    result = run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=guided_relu", "--dry-run", expect=1)
+    assert "guided_relu is meant for op types" in result.stderr and "not Sign" in result.stderr
