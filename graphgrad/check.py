@@ -19,14 +19,15 @@ from typing import NamedTuple
 
 from .edit import EMBED_SPEC, GROUP, SOURCE, rename_functions
 from .embed import surrogate_for
-from .errors import GraphgradError, UnresolvedGradientsError
+from .errors import GraphgradError, SpecError, UnresolvedGradientsError
 from .functions import function_calls
 from .io import read_model
-from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, signatures_of
+from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
 from .runtime import is_registered, overrides_in, register_gradients, route_calls_in, tensorflow
-from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
+from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec, spec_from_attr_value
 from .summary import bodies_of, graph_ends
 from .surgery import ResetOptions, reset_model
+from .traps import ADDS, SIGN, shifted_adds, shifted_sign_notes
 
 # Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
 # array_grad.py); a registry lookup cannot tell these from real gradients.
@@ -83,6 +84,7 @@ class CheckReport:
     without_overrides: list = field(default_factory=list)  # Gradient, when the graph has overrides
     feeds: dict = field(default_factory=dict)  # placeholder -> "given" / "random <dtype> <shape>"
     summed_softmax: SummedSoftmax | None = None  # y is a softmax, differentiated whole
+    notes: list = field(default_factory=list)  # patterns that make an override do what was not meant
 
     @property
     def ok(self) -> bool:
@@ -127,6 +129,7 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
         report.idle_overrides = _idle_overrides(loaded, float_path)
+    report.notes = trap_notes(_graph_def(model, chosen))
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
         # TensorFlow keeps the functions cond_v2 builds for gradients process-wide, by
@@ -140,6 +143,27 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
                 _gradient(plain_session, name, _tensor(plain_graph, name), plain_y, plain_feed) for name in xs
             ]
     return report
+
+
+def trap_notes(graph_def) -> list[str]:
+    """:func:`graphgrad.traps.shifted_sign_notes` for the overrides a GraphDef holds,
+    at the top level and in function bodies."""
+    notes = []
+    scopes = [("", graph_def.node)] + [(f.signature.name + "/", f.node_def) for f in graph_def.library.function]
+    for prefix, nodes in scopes:
+        signs = [node for node in nodes if node.op == SIGN]
+        shifted = shifted_adds([node for node in nodes if node.op in ADDS], {node.name for node in signs})
+        if shifted:
+            specs = {node.name: _graphgrad_spec(override_of(node)) for node in signs}
+            notes += shifted_sign_notes(signs, shifted, specs.get, prefix)
+    return notes
+
+
+def _graphgrad_spec(value: str | None):
+    try:
+        return spec_from_attr_value(value) if value else None
+    except SpecError:  # a user gradient not imported: reported as unresolved elsewhere
+        return None
 
 
 SERVING_DEFAULT = "serving_default"  # tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY

@@ -13,7 +13,8 @@ from .errors import SelectionError
 from .functions import first_names, graph_calls_into_overrides, saved_gradients, unrouted_calls_note
 from .model import Model, iter_nodes
 from .select import DANGLING, op_types_needed, select_nodes
-from .spec import CUSTOM_GRADIENT
+from .spec import CUSTOM_GRADIENT, NAMESPACE, spec_from_attr_value
+from .traps import ADDS, SIGN, looks_at_x, shifted_adds, shifted_sign_notes
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,10 @@ class RewriteReport:
                     break
         return [(op_type, new, count, replaced[op_type, new], names[op_type, new])
                 for (op_type, new), count in counts.items()]
+
+    def columns(self) -> tuple:
+        """``changes`` as ``(graphs, nodes, op types, olds, news)`` columns, without building rows."""
+        return tuple(self._column(index) for index in range(5))
 
     def _column(self, index: int):
         """One column of ``changes`` (see :meth:`from_columns`), without building rows."""
@@ -276,4 +281,40 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
         for label, graph_def in result.graphs() for name in graph_calls_into_overrides(graph_def)
     ]
     report.notes += [unrouted_calls_note(calls)] if calls else []
+    if changes_signs(report):
+        for label, graph_def in result.graphs():
+            report.notes += sign_trap_notes(report, label, "", graph_def.node)
+            for function in graph_def.library.function:
+                report.notes += sign_trap_notes(report, label, function.signature.name + "/", function.node_def)
     return result, report
+
+
+def changes_signs(report: RewriteReport) -> bool:
+    """Whether the rewrite gave a Sign node a graphgrad gradient that looks at x
+    (see :func:`graphgrad.traps.shifted_sign_notes`)."""
+    if SIGN not in report.by_op_type:
+        return False
+    _, _, op_types, _, news = report.columns()
+    values = set(new for op_type, new in zip(op_types, news) if op_type == SIGN)
+    return any(looks_at_x(spec) for spec in map(_graphgrad_spec, values) if spec is not None)
+
+
+def _graphgrad_spec(value: str | None):
+    return spec_from_attr_value(value) if value and value.startswith(NAMESPACE) else None
+
+
+def sign_trap_notes(report: RewriteReport, label: str, prefix: str, nodes, signs=None, adds=None) -> list[str]:
+    """:func:`graphgrad.traps.shifted_sign_notes` for one list of nodes (a graph's top
+    level, or a function body with ``prefix`` ``FUNCTION/``) that ``report``
+    rewrote; ``signs`` and ``adds``, if given, are its Sign and Add/AddV2 nodes,
+    found by the caller. The report's rows are read only for a Sign that reads
+    such an add."""
+    if signs is None:
+        signs = [node for node in nodes if node.op == SIGN]
+        adds = [node for node in nodes if node.op in ADDS]
+    shifted = shifted_adds(adds, {node.name for node in signs}) if signs and adds else set()
+    if not shifted:
+        return []
+    new = {(change.graph, change.node): change.new for change in report.changes if change.op_type == SIGN}
+    notes = shifted_sign_notes(signs, shifted, lambda name: _graphgrad_spec(new.get((label, prefix + name))), prefix)
+    return [f"{label}: {note}" if label else note for note in notes]

@@ -29,9 +29,12 @@ from .functions import CALL_OPS, calls_into_overrides, functions_with_overrides,
 from .model import iter_graph_nodes, override_of, set_override
 from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
 from .protos import AttrValue, GraphDef, NodeDef
-from .rewrite import NodeChange, RewriteOptions, RewriteReport, apply_rules, refuse_misfits
+from .rewrite import (
+    NodeChange, RewriteOptions, RewriteReport, apply_rules, changes_signs, refuse_misfits, sign_trap_notes,
+)
 from .select import choose_by_op_type, op_types_needed
 from .spec import ATTR
+from .traps import ADDS, SIGN
 
 NODE_FIELD = 1
 LIBRARY_FIELD = 2
@@ -223,6 +226,11 @@ class ScannedGraph:
         """The top-level nodes (of ``op_types`` only, if given)."""
         return [node for node in self.nodes if op_types is None or node.op_type in op_types]
 
+    def nodes_of_types(self, one: str, others) -> tuple[list, list]:
+        """The NodeDefs of the top-level nodes of op type ``one``, and of those of ``others``."""
+        return ([node.node for node in self.nodes if node.op_type == one],
+                [node.node for node in self.nodes if node.op_type in others])
+
     def may_have_attrs(self, keys) -> bool:
         """Whether a top-level node has an attribute named by one of ``keys`` (bytes)."""
         return any(key in attrs for attrs in self._attrs for key in keys)
@@ -363,6 +371,10 @@ def _rewrite(data, whole, options: RewriteOptions):
                                             in saved_gradients(library.graph()).items()})
     calls = _unrouted_calls(graph, library) if options.functions else []
     report.notes += [unrouted_calls_note(calls)] if calls else []
+    if changes_signs(report):
+        report.notes += sign_trap_notes(report, "", "", None, *graph.nodes_of_types(SIGN, ADDS))
+        for function in library.functions():
+            report.notes += sign_trap_notes(report, "", function.signature.name + "/", function.node_def)
     return graph.chunks(library.changed_bytes()), report
 
 

@@ -143,3 +143,32 @@ def test_guided_relu_on_another_op_type_is_refused_with_the_reason():
 def test_rewrite_refuses_guided_relu_on_sign():
     result = run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=guided_relu", "--dry-run", expect=1)
     assert "guided_relu is meant for op types" in result.stderr and "not Sign" in result.stderr
+
+
+# -- 4. larq's sign: sign(sign(x) + 0.1) -----------------------------------------------
+
+LARQ_X = np.array([0.5, -0.5, 2.0], np.float32)
+
+
+def test_rewrite_warns_of_larqs_shifted_sign_and_the_fix_works(tmp_path):
+    out = tmp_path / "larq.pb"
+    result = run_cli("rewrite", fixture("larq_sign.pb"), "--op", "Sign=ste", "-o", out)
+    assert "outer_sign reads shift = Sign(...) + c (larq's sign" in result.stdout
+    assert_close(tf1_gradient(load(out), "y:0", "x:0", LARQ_X), [0, 2, 0])  # the outer ste sees 1.1 where x > 0
+    run_cli("rewrite", out, "--node", "outer_sign=identity", "--force", "--in-place")
+    assert_close(tf1_gradient(load(out), "y:0", "x:0", LARQ_X), [2, 2, 0])
+    result = run_cli("check", out, "--feed", "x=[0.5,-0.5,2]")
+    assert "larq's sign" not in result.stdout
+
+
+def test_check_warns_of_larqs_shifted_sign(tmp_path):
+    out = tmp_path / "larq.pbtxt"
+    run_cli("rewrite", fixture("larq_sign.pb"), "--op", "Sign=ste", "--output-encoding", "text", "-o", out)
+    result = run_cli("check", out, "--feed", "x=[0.5,-0.5,2]")
+    assert "note: outer_sign reads shift = Sign(...) + c" in result.stdout
+
+
+def test_identity_on_the_outer_sign_gives_no_warning(tmp_path):
+    result = run_cli("rewrite", fixture("larq_sign.pb"), "--node", "outer_sign=identity", "--node", "inner_sign=ste",
+                     "--dry-run")
+    assert "larq's sign" not in result.stdout

@@ -103,6 +103,8 @@ def _render(report) -> None:
         click.echo("overrides that cannot take effect (not on a differentiable path from x to y):")
         for node, value in report.idle_overrides:
             click.echo(f"  {node}: {value}")
+    for note in report.notes:
+        click.echo(f"note: {note}")
     random = {name: how for name, how in report.feeds.items() if how != "given"}
     if random:
         click.echo("feeds: " + ", ".join(f"{name} {how}" for name, how in random.items()))

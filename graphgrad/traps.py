@@ -1,0 +1,57 @@
+"""Patterns in a graph that make a rewrite do something other than what was meant.
+
+Pure functions over nodes with ``name``, ``op`` and ``input`` (NodeDefs, or the
+cut-down heads of :mod:`graphgrad.partial`), shared by ``rewrite`` and ``check``.
+"""
+
+from itertools import chain
+
+from .spec import GradientSpec
+
+SIGN = "Sign"
+ADDS = ("Add", "AddV2")
+# Replacements that do not look at x: a shift of x cannot hurt them.
+BLIND_TO_X = ("identity", "zero", "call")
+
+
+def _producer(reference: str) -> str:
+    return reference.partition(":")[0].lstrip("^")
+
+
+def looks_at_x(spec: GradientSpec) -> bool:
+    """Whether the gradient ``spec`` gives depends on the value of x (ste's clip, ...)."""
+    return bool(spec.stages) and spec.stages[0].name not in BLIND_TO_X
+
+
+def shifted_adds(adds, sign_names: set) -> set:
+    """The names of the Add/AddV2 nodes among ``adds`` that read a Sign (of ``sign_names``)."""
+    references = set(chain.from_iterable(add.input for add in adds))
+    # Inputs are mostly plain names: a set intersection (in C) before any is taken apart.
+    if references.isdisjoint(sign_names) and not {
+        _producer(reference) for reference in references if ":" in reference or reference.startswith("^")
+    } & sign_names:
+        return set()
+    return {add.name for add in adds if any(_producer(reference) in sign_names for reference in add.input)}
+
+
+def shifted_sign_notes(signs, shifted: set, spec_of, where: str = "") -> list[str]:
+    """Notes on each Sign of ``signs`` whose input is ``Sign(x) + c`` (an add of
+    ``shifted``, see :func:`shifted_adds`: larq's ``sign(sign(x) + 0.1)``, which
+    makes sign(0) = 1) and whose new gradient ``spec_of(name)`` (None: none) looks
+    at x: it sees |±1 + c| instead of x, so a clipping estimator such as ste gives
+    zero for every positive input. ``where``: a prefix for names (``FUNCTION/``).
+    """
+    notes = []
+    for sign in signs:
+        if not (sign.input and _producer(sign.input[0]) in shifted):
+            continue
+        spec = spec_of(sign.name)
+        if spec is not None and looks_at_x(spec):
+            name = where + sign.name
+            notes.append(
+                f"{name} reads {where}{_producer(sign.input[0])} = Sign(...) + c (larq's sign, which makes "
+                f"sign(0) = 1): {spec.canonical} on it sees |±1 + c|, not x, and gives zero "
+                f"past its clip. For the straight-through estimator meant, give the outer Sign identity: "
+                f"graphgrad rewrite OUT --node '{name}=identity' --force --in-place"
+            )
+    return notes
