@@ -172,3 +172,54 @@ def test_identity_on_the_outer_sign_gives_no_warning(tmp_path):
     result = run_cli("rewrite", fixture("larq_sign.pb"), "--node", "outer_sign=identity", "--node", "inner_sign=ste",
                      "--dry-run")
     assert "larq's sign" not in result.stdout
+
+
+# -- 6, 7. loader traps of TF1 MetaGraphDefs -------------------------------------------
+
+
+def test_a_tf1_while_loop_from_a_meta_graph_is_differentiable():
+    graph = tf.Graph()
+    with graph.as_default():
+        graphgrad.import_graph_def(fixture("tf1_loop.meta"), name="")
+    assert_close(tf1_gradient(graph, "y:0", "x:0", [2.0, -1.0]), [12.0, 3.0])  # d x^3 / dx
+
+
+def test_import_graph_def_returns_elements_of_a_meta_graph_with_loops():
+    graph = tf.Graph()
+    with graph.as_default():
+        (y,) = graphgrad.import_graph_def(fixture("tf1_loop.meta"), name="net", return_elements=["y:0"])
+    assert y.name == "net/y:0"
+
+
+def test_stale_output_shapes_are_dropped_with_a_warning(monkeypatch):
+    real = v1.import_graph_def
+
+    def refusing(graph_def, **kwargs):  # what TF 2.21 says of old checkpoints' hints
+        if any("_output_shapes" in node.attr for node in graph_def.node):
+            raise ValueError("Node 'x' has an _output_shapes attribute inconsistent with the GraphDef for output #0")
+        return real(graph_def, **kwargs)
+
+    monkeypatch.setattr(v1, "import_graph_def", refusing)
+    graph_def = graphgrad.read_model(fixture("binary_net.pb")).message
+    graph_def.node[0].attr["_output_shapes"].list.shape.add()
+    graph = tf.Graph()
+    with graph.as_default(), pytest.warns(UserWarning, match="refused the graph's _output_shapes hints as stale"):
+        graphgrad.import_graph_def(graph_def, name="")
+    assert graph.get_operations()
+
+
+def test_a_real_tf1_learner_with_loops_imports_for_gradients():
+    import os
+
+    from conftest import REALGRAPHS
+
+    path = os.path.join(REALGRAPHS, "scalable-agent", "model.ckpt-90912640.meta")
+    if not os.path.exists(path):
+        pytest.skip(f"the real graphs are not here ({REALGRAPHS})")
+    graph = tf.Graph()
+    with graph.as_default():
+        graphgrad.import_graph_def(path, name="")
+        exits = [op.outputs[0] for op in graph.get_operations() if op.type == "Exit" and op.outputs[0].dtype.is_floating]
+        enters = [op.inputs[0] for op in graph.get_operations() if op.type == "Enter" and op.inputs[0].dtype.is_floating]
+        grads = v1.gradients(exits[0], enters)  # plain tf.import_graph_def: no attribute "outer_context"
+    assert len(grads) == len(enters)
