@@ -219,7 +219,8 @@ def test_a_real_tf1_learner_with_loops_imports_for_gradients():
     graph = tf.Graph()
     with graph.as_default():
         graphgrad.import_graph_def(path, name="")
-        exits = [op.outputs[0] for op in graph.get_operations() if op.type == "Exit" and op.outputs[0].dtype.is_floating]
-        enters = [op.inputs[0] for op in graph.get_operations() if op.type == "Enter" and op.inputs[0].dtype.is_floating]
+        ops = graph.get_operations()
+        exits = [op.outputs[0] for op in ops if op.type == "Exit" and op.outputs[0].dtype.is_floating]
+        enters = [op.inputs[0] for op in ops if op.type == "Enter" and op.inputs[0].dtype.is_floating]
         grads = v1.gradients(exits[0], enters)  # plain tf.import_graph_def: no attribute "outer_context"
     assert len(grads) == len(enters)
