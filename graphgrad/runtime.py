@@ -195,9 +195,12 @@ def register_gradients(graph) -> Registration:
         for value in sorted(uses):
             if value in saved:
                 outcome = _register_saved(tf, value, saved[value])
-                (registered if outcome == "registered" else already if outcome == "already" else unresolved).append(
-                    value if outcome in ("registered", "already") else (value, outcome)
-                )
+                if outcome == "registered":
+                    registered.append(value)
+                elif outcome == "already":
+                    already.append(value)
+                else:
+                    unresolved.append((value, outcome))
                 continue
             try:
                 spec = spec_from_attr_value(value)
