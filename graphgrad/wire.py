@@ -439,11 +439,12 @@ def _bodies(data, whole, functions: bool) -> list:
         names, ops, inputs, overrides, inputs_by_node = _scanned_columns(graph)
         library = graph.library_payloads()
         node_defs = lambda op_types: [node.node for node in graph.nodes if node.op_type in op_types]  # noqa: E731
-    saved = saved_gradients(Library(library).graph()) if library else {}
+    library_graph = Library(library).graph() if library else None  # parsed once, for both below
+    saved = saved_gradients(library_graph) if library_graph is not None else {}
     top = Body(None, names, ops, inputs, set(), overrides, saved, inputs_by_node, node_defs)
     if not (functions and library):
         return [top]
-    return [top] + bodies_of(Library(library).graph())[1:]
+    return [top] + bodies_of(library_graph)[1:]
 
 
 def _parsed(data) -> GraphDef:
