@@ -19,15 +19,15 @@ from typing import NamedTuple
 
 from .edit import EMBED_SPEC, GROUP, SOURCE, rename_functions
 from .embed import surrogate_for
-from .errors import GraphgradError, SpecError, UnresolvedGradientsError
+from .errors import GraphgradError, UnresolvedGradientsError
 from .functions import function_calls
 from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
 from .runtime import is_registered, overrides_in, register_gradients, route_calls_in, tensorflow
-from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec, spec_from_attr_value
+from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
 from .summary import bodies_of, graph_ends
 from .surgery import ResetOptions, reset_model
-from .traps import ADDS, SIGN, shifted_adds, shifted_sign_notes
+from .traps import SIGN, graphgrad_spec, scopes_of, sign_notes
 
 # Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
 # array_grad.py); a registry lookup cannot tell these from real gradients.
@@ -149,21 +149,10 @@ def trap_notes(graph_def) -> list[str]:
     """:func:`graphgrad.traps.shifted_sign_notes` for the overrides a GraphDef holds,
     at the top level and in function bodies."""
     notes = []
-    scopes = [("", graph_def.node)] + [(f.signature.name + "/", f.node_def) for f in graph_def.library.function]
-    for prefix, nodes in scopes:
-        signs = [node for node in nodes if node.op == SIGN]
-        shifted = shifted_adds([node for node in nodes if node.op in ADDS], {node.name for node in signs})
-        if shifted:
-            specs = {node.name: _graphgrad_spec(override_of(node)) for node in signs}
-            notes += shifted_sign_notes(signs, shifted, specs.get, prefix)
+    for prefix, nodes in scopes_of(graph_def):
+        overrides = {node.name: override_of(node) for node in nodes if node.op == SIGN}
+        notes += sign_notes(nodes, lambda name: graphgrad_spec(overrides[name]), prefix)
     return notes
-
-
-def _graphgrad_spec(value: str | None):
-    try:
-        return spec_from_attr_value(value) if value else None
-    except SpecError:  # a user gradient not imported: reported as unresolved elsewhere
-        return None
 
 
 SERVING_DEFAULT = "serving_default"  # tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY

@@ -13,8 +13,8 @@ from .errors import SelectionError
 from .functions import first_names, graph_calls_into_overrides, saved_gradients, unrouted_calls_note
 from .model import Model, iter_nodes
 from .select import DANGLING, op_types_needed, select_nodes
-from .spec import CUSTOM_GRADIENT, NAMESPACE, spec_from_attr_value
-from .traps import ADDS, SIGN, looks_at_x, shifted_adds, shifted_sign_notes
+from .spec import CUSTOM_GRADIENT
+from .traps import SIGN, graphgrad_spec, looks_at_x, scopes_of, sign_notes
 
 
 @dataclass(frozen=True)
@@ -283,9 +283,8 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
     report.notes += [unrouted_calls_note(calls)] if calls else []
     if changes_signs(report):
         for label, graph_def in result.graphs():
-            report.notes += sign_trap_notes(report, label, "", graph_def.node)
-            for function in graph_def.library.function:
-                report.notes += sign_trap_notes(report, label, function.signature.name + "/", function.node_def)
+            for prefix, nodes in scopes_of(graph_def):
+                report.notes += sign_trap_notes(report, label, prefix, nodes)
     return result, report
 
 
@@ -296,25 +295,20 @@ def changes_signs(report: RewriteReport) -> bool:
         return False
     _, _, op_types, _, news = report.columns()
     values = set(new for op_type, new in zip(op_types, news) if op_type == SIGN)
-    return any(looks_at_x(spec) for spec in map(_graphgrad_spec, values) if spec is not None)
-
-
-def _graphgrad_spec(value: str | None):
-    return spec_from_attr_value(value) if value and value.startswith(NAMESPACE) else None
+    return any(looks_at_x(spec) for spec in map(graphgrad_spec, values) if spec is not None)
 
 
 def sign_trap_notes(report: RewriteReport, label: str, prefix: str, nodes, signs=None, adds=None) -> list[str]:
-    """:func:`graphgrad.traps.shifted_sign_notes` for one list of nodes (a graph's top
-    level, or a function body with ``prefix`` ``FUNCTION/``) that ``report``
-    rewrote; ``signs`` and ``adds``, if given, are its Sign and Add/AddV2 nodes,
-    found by the caller. The report's rows are read only for a Sign that reads
-    such an add."""
-    if signs is None:
-        signs = [node for node in nodes if node.op == SIGN]
-        adds = [node for node in nodes if node.op in ADDS]
-    shifted = shifted_adds(adds, {node.name for node in signs}) if signs and adds else set()
-    if not shifted:
-        return []
-    new = {(change.graph, change.node): change.new for change in report.changes if change.op_type == SIGN}
-    notes = shifted_sign_notes(signs, shifted, lambda name: _graphgrad_spec(new.get((label, prefix + name))), prefix)
+    """:func:`graphgrad.traps.sign_notes` for one list of nodes (a graph's top level,
+    or a function body with ``prefix`` ``FUNCTION/``) that ``report`` rewrote,
+    labelled with the graph. The report's rows are read only for a Sign that reads
+    an add of a Sign."""
+    new = {}
+
+    def spec_of(name):
+        if not new:
+            new.update({(c.graph, c.node): c.new for c in report.changes if c.op_type == SIGN})
+        return graphgrad_spec(new.get((label, prefix + name)))
+
+    notes = sign_notes(nodes, spec_of, prefix, signs, adds)
     return [f"{label}: {note}" if label else note for note in notes]

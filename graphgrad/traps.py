@@ -6,7 +6,8 @@ cut-down heads of :mod:`graphgrad.partial`), shared by ``rewrite`` and ``check``
 
 from itertools import chain
 
-from .spec import GradientSpec
+from .errors import SpecError
+from .spec import GradientSpec, spec_from_attr_value
 
 SIGN = "Sign"
 ADDS = ("Add", "AddV2")
@@ -16,6 +17,32 @@ BLIND_TO_X = ("identity", "zero", "call")
 
 def _producer(reference: str) -> str:
     return reference.partition(":")[0].lstrip("^")
+
+
+def graphgrad_spec(value: str | None) -> GradientSpec | None:
+    """The graphgrad spec an override value names; None for other names, and for
+    graphgrad names this process cannot rebuild (reported as unresolved elsewhere)."""
+    try:
+        return spec_from_attr_value(value) if value else None
+    except SpecError:
+        return None
+
+
+def scopes_of(graph_def) -> list:
+    """``(prefix, nodes)`` of a GraphDef's top level (prefix "") and of each function
+    body (prefix ``FUNCTION/``)."""
+    return [("", graph_def.node)] + [(f.signature.name + "/", f.node_def) for f in graph_def.library.function]
+
+
+def sign_notes(nodes, spec_of, prefix: str = "", signs=None, adds=None) -> list[str]:
+    """:func:`shifted_sign_notes` for one list of ``nodes``; ``signs`` and ``adds``,
+    if given, are its Sign and Add/AddV2 nodes, found by the caller. ``spec_of`` is
+    called only for a Sign that reads such an add."""
+    if signs is None:
+        signs = [node for node in nodes if node.op == SIGN]
+        adds = [node for node in nodes if node.op in ADDS]
+    shifted = shifted_adds(adds, {node.name for node in signs}) if signs and adds else set()
+    return shifted_sign_notes(signs, shifted, spec_of, prefix) if shifted else []
 
 
 def looks_at_x(spec: GradientSpec) -> bool:

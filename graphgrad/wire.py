@@ -34,7 +34,7 @@ from .rewrite import (
 )
 from .select import choose_by_op_type, op_types_needed
 from .spec import ATTR
-from .traps import ADDS, SIGN
+from .traps import ADDS, SIGN, scopes_of
 
 NODE_FIELD = 1
 LIBRARY_FIELD = 2
@@ -373,8 +373,8 @@ def _rewrite(data, whole, options: RewriteOptions):
     report.notes += [unrouted_calls_note(calls)] if calls else []
     if changes_signs(report):
         report.notes += sign_trap_notes(report, "", "", None, *graph.nodes_of_types(SIGN, ADDS))
-        for function in library.functions():
-            report.notes += sign_trap_notes(report, "", function.signature.name + "/", function.node_def)
+        for prefix, nodes in scopes_of(library.graph())[1:]:
+            report.notes += sign_trap_notes(report, "", prefix, nodes)
     return graph.chunks(library.changed_bytes()), report
 
 

@@ -22,7 +22,7 @@ ALLOWED = {
     "model": {"spec"},
     "io": {"errors", "model", "protos"},
     "select": {"errors", "spec"},
-    "traps": {"spec"},
+    "traps": {"errors", "spec"},
     "rewrite": {"errors", "functions", "model", "select", "spec", "traps"},
     "summary": {"errors", "functions", "model", "spec"},
     "edit": {"errors", "functions", "model", "protos"},
