@@ -22,7 +22,7 @@ _EXPORTS = {
     "io": ["load_gradient_module", "read_model", "serialize", "write_model"],
     "model": ["Model", "iter_nodes"],
     "rewrite": ["RewriteOptions", "RewriteReport", "apply_rules", "rewrite_model"],
-    "runtime": ["Registration", "import_graph_def", "override", "register_gradients"],
+    "runtime": ["Registration", "import_graph_def", "override", "register_gradients", "save"],
     "select": ["Rule", "parse_rule"],
     "spec": ["ATTR", "GradientSpec", "attr_value_for", "parse_spec"],
     "summary": ["ModelSummary", "classify_override", "summarize"],

@@ -5,6 +5,7 @@ and only inside functions, so importing graphgrad stays cheap. Gradients are reg
 under the exact ``_gradient_op_type`` value, once per process.
 """
 
+import logging
 import threading
 import warnings
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nod
 from .rewrite import RewriteOptions, apply_rules
 from .select import NODE, OP, Rule
 from .spec import (
-    ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, GradientSpec, parse_spec, spec_from_attr_value,
+    ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, GradientSpec, parse_spec, spec_from_attr_value,
 )
 
 _LOCK = threading.Lock()
@@ -190,6 +191,7 @@ def register_gradients(graph) -> Registration:
     uses = _override_uses(graph_defs)
     saved = _saved_gradient_entries(graphs)
     tf = tensorflow()
+    _quiet_import_warnings(graph_defs)
     registered, already, unresolved = [], [], []
     with _LOCK:
         for value in sorted(uses):
@@ -224,6 +226,60 @@ def register_gradients(graph) -> Registration:
     if unrouted:
         warnings.warn(UnroutedCallsWarning(_unrouted_message(unrouted)), stacklevel=2)
     return Registration(tuple(registered), tuple(already), routed, unrouted)
+
+
+# What tf.saved_model.load logs for a function whose overrides were not saved with
+# it, as if nobody could provide them: wrong for those graphgrad registers.
+_UNSAVED_WARNING = "Importing a function (%s) with ops with unsaved custom gradients"
+_QUIET_FUNCTIONS: set = set()  # functions whose every override graphgrad provides
+
+
+class _ProvidedGradientsFilter(logging.Filter):
+    """Drops TensorFlow's unsaved-gradients warning for the functions in _QUIET_FUNCTIONS."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith(_UNSAVED_WARNING)
+                    and record.args and record.args[0] in _QUIET_FUNCTIONS)
+
+
+_FILTER = _ProvidedGradientsFilter()
+
+
+def _quiet_import_warnings(graph_defs) -> None:
+    """Silence the unsaved-gradients warning of ``tf.saved_model.load`` for the
+    functions whose overrides are all graphgrad's (their names under ``graphgrad/``)."""
+    for graph_def in graph_defs:
+        for function in graph_def.library.function:
+            values = [node.attr[ATTR].s for node in function.node_def if ATTR in node.attr]
+            if values and all(value.startswith(NAMESPACE.encode()) for value in values):
+                _QUIET_FUNCTIONS.add(function.signature.name)
+    if _QUIET_FUNCTIONS:
+        logging.getLogger("absl").addFilter(_FILTER)  # TensorFlow's loader logs through absl; added once
+
+
+def save(obj, export_dir: str, signatures=None, options=None) -> None:
+    """``tf.saved_model.save`` for a model loaded with graphgrad's gradients
+    registered (``register_gradients`` then ``tf.saved_model.load``).
+
+    TensorFlow's own call fails there: it traces every registered gradient its
+    functions name as ``grad_fn(None, *op.inputs)``, to save it beside them, and
+    graphgrad's gradients read the op. So while it saves, graphgrad's names are
+    hidden from TensorFlow's gradient registry: the functions keep their
+    ``graphgrad/...`` overrides, which ``register_gradients`` provides again in the
+    process that loads the result; the model's own ``tf.custom_gradient``
+    gradients are saved as TensorFlow always does.
+    """
+    tf = tensorflow()
+    from tensorflow.python.framework import ops  # the registry that save.py reads
+
+    entries = ops.gradient_registry._registry  # name -> entry; Registry has no way to hide one
+    with _LOCK:
+        hidden = {name: entries.pop(name) for name in list(entries)
+                  if isinstance(name, str) and name.startswith(NAMESPACE)}
+        try:
+            tf.saved_model.save(obj, export_dir, signatures=signatures, options=options)
+        finally:
+            entries.update(hidden)
 
 
 # Saved gradients registered under their own names here: name -> (function, outputs).

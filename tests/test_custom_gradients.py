@@ -224,3 +224,44 @@ def test_a_real_tf1_learner_with_loops_imports_for_gradients():
         enters = [op.inputs[0] for op in ops if op.type == "Enter" and op.inputs[0].dtype.is_floating]
         grads = v1.gradients(exits[0], enters)  # plain tf.import_graph_def: no attribute "outer_context"
     assert len(grads) == len(enters)
+
+
+# -- 5. re-saving a patched TF2 SavedModel ---------------------------------------------
+
+FRESH_PROCESS = """
+import sys, tensorflow as tf, graphgrad
+graphgrad.register_gradients(sys.argv[1])
+obj = tf.saved_model.load(sys.argv[1])
+x = tf.constant([[0.5, -2.0, 0.3]])
+with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = obj(x)
+print(tape.gradient(y, x).numpy().tolist())
+"""
+
+
+def test_graphgrad_save_keeps_the_overrides_for_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+
+    patched, resaved = tmp_path / "patched", tmp_path / "resaved"
+    run_cli("rewrite", fixture("tf2_saved_model"), "--op", "Sign=ste", "-o", patched)
+    graphgrad.register_gradients(str(patched))
+    obj = tf.saved_model.load(str(patched))
+    with pytest.raises(ValueError, match="Error when tracing gradients"):
+        tf.saved_model.save(obj, str(tmp_path / "default"))  # TensorFlow's own call, as the issue found it
+    graphgrad.save(obj, str(resaved))
+    overrides = graphgrad.summarize(graphgrad.read_model(str(resaved))).overrides
+    assert "graphgrad/ste(clip=1.0)" in {override.value for override in overrides}
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(resaved)], capture_output=True, text=True,
+                            check=True)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [[2.0, 0.0, 2.0]]  # 2 * ste: |x| <= 1
+
+
+def test_loading_a_patched_model_drops_tensorflows_unsaved_gradient_warning(tmp_path, caplog):
+    patched = tmp_path / "patched"
+    run_cli("rewrite", fixture("tf2_saved_model"), "--op", "Sign=ste", "-o", patched)
+    graphgrad.register_gradients(str(patched))
+    with caplog.at_level("WARNING"):
+        tf.saved_model.load(str(patched))
+    assert "unsaved custom gradients" not in caplog.text
