@@ -50,6 +50,7 @@ class Scope:
         self._index()
 
     def _index(self):
+        self._loop_nodes = None  # see in_tf1_loop
         self._by_name = {node.name: node for node in self.nodes}
         self._name_scopes = {name[:i] for name in self._by_name for i, c in enumerate(name) if c == "/"}
         self._uses = {}  # producer name -> {(consumer name or None for ret, position)}
@@ -96,6 +97,22 @@ class Scope:
             (use for use in uses if self.canonical(self._input(*use)) == ref),
             key=lambda use: (use[0] is None, use[0] or "", str(use[1])),
         )
+
+    def in_tf1_loop(self, name: str) -> bool:
+        """Whether node ``name`` runs inside a TF1 while loop's frame: it is reached
+        from an ``Enter`` by data edges without passing an ``Exit``. (TF2's
+        ``While`` keeps its body in a function instead.)"""
+        if self._loop_nodes is None:
+            frame, pending = set(), [node.name for node in self.nodes if node.op in ("Enter", "RefEnter")]
+            while pending:
+                current = pending.pop()
+                if current in frame:
+                    continue
+                frame.add(current)
+                if self._by_name[current].op not in ("Exit", "RefExit"):
+                    pending += [consumer for consumer, _ in self._uses.get(current, ()) if consumer is not None]
+            self._loop_nodes = frame
+        return name in self._loop_nodes
 
     def uses_of_node(self, name: str) -> set[str]:
         """The distinct tensor references through which ``name``'s outputs are used."""

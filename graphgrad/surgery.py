@@ -82,6 +82,7 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
                 f"cannot tell the dtype of {options.tensor} from {producer.name}'s attributes; give --dtype"
             )
         if options.embed:
+            _refuse_tf1_loop(scope, producer, options.tensor)
             node, new_ref = build_embedded(scope, ref, ref, dtype, options.spec, producer.name, producer.device)
         else:
             name = scope.unique_name(f"{producer.name}/graphgrad", start=0)
@@ -152,6 +153,7 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
             f"you mean: graphgrad insert MODEL --at {shlex.quote(used[-1])} "
             f"--grad {shlex.quote(spec.canonical)} --embed"
         )
+    _refuse_tf1_loop(scope, node, qualified)
     y_ref = used[0]
     want = "embedded " + spec.canonical
     if _already_there(scope, y_ref, want, qualified) is not None:
@@ -172,6 +174,15 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     _, new_ref = build_embedded(scope, inputs[0], y_ref, dtype, spec, node.name, node.device)
     scope.reroute(uses, new_ref)
     return None, want
+
+
+def _refuse_tf1_loop(scope: Scope, node, described: str) -> None:
+    if scope.in_tf1_loop(node.name):
+        raise SelectionError(
+            f"{described} ({node.op}) is inside a TF1 while loop, whose gradient TensorFlow builds in the "
+            "loop's own frame, where an embedded surrogate's nodes cannot be read. To fix this, leave it to an "
+            "override (without --embed) and load with graphgrad.import_graph_def or register_gradients"
+        )
 
 
 @dataclass(frozen=True)

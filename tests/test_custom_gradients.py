@@ -265,3 +265,21 @@ def test_loading_a_patched_model_drops_tensorflows_unsaved_gradient_warning(tmp_
     with caplog.at_level("WARNING"):
         tf.saved_model.load(str(patched))
     assert "unsaved custom gradients" not in caplog.text
+
+
+def test_embed_inside_a_tf1_loop_is_refused_with_the_alternative():
+    result = run_cli("rewrite", fixture("tf1_loop.meta"), "--op", "Mul=ste", "--embed", "--dry-run", expect=1)
+    assert "while/mul (Mul) is inside a TF1 while loop" in result.stderr and "without --embed" in result.stderr
+    result = run_cli("insert", fixture("tf1_loop.meta"), "--at", "while/mul:0", "--grad", "ste", "--embed",
+                     "--dry-run", expect=1)
+    assert "inside a TF1 while loop" in result.stderr
+
+
+def test_an_override_inside_a_tf1_loop_applies_at_every_round(tmp_path):
+    out = tmp_path / "scaled.meta"
+    run_cli("rewrite", fixture("tf1_loop.meta"), "--op", "Mul=scale(2)", "-o", out)
+    graph = tf.Graph()
+    with graph.as_default():
+        graphgrad.import_graph_def(str(out), name="")
+    # h_k = h_{k-1} * x from h_0 = 1, each Mul's gradient doubled: 2 (h + x dh) per round
+    assert_close(tf1_gradient(graph, "y:0", "x:0", [2.0, -1.0]), [56.0, 14.0])
