@@ -14,6 +14,7 @@ from .batch import BatchOptions, Item, plan, run, sweep, with_output
 from .errors import GraphgradError, ModelWriteError
 from .io import (
     SourceFile,
+    same_model,
     backup_file,
     make_parent_directories,
     model_from_bytes,
@@ -113,8 +114,8 @@ def _target(path: str, output: OutputOptions) -> str | None:
         return path
     if not output.out:
         raise GraphgradError("say where to write: -o OUT, --in-place, or --dry-run")
-    if os.path.exists(output.out) and os.path.samefile(output.out, path):
-        raise ModelWriteError(f"output {output.out} is the input file; to overwrite it, use --in-place")
+    if same_model(path, output.out):
+        raise ModelWriteError(f"output {output.out} is the input {path}; to overwrite it, use --in-place")
     return output.out
 
 

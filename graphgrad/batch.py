@@ -38,23 +38,37 @@ def plan(paths, batch: BatchOptions) -> tuple[list[Item], list[tuple[str, str]]]
     """Items for every model the arguments name, and (argument, error) for those naming none."""
     items, problems, seen_outputs = [], [], {}
     for argument in paths:
+        skipped = []
         try:
             base = _mirror_base(argument)
-            models = [model for match in expand_pattern(argument) for model in find_models(match, batch.recursive)]
+            models = [model for match in expand_pattern(argument)
+                      for model in find_models(match, batch.recursive, skipped)]
         except GraphgradError as error:
             problems.append((argument, str(error)))
             continue
+        finally:
+            problems += [(argument, message) for message in skipped]
         for model in models:
             out = None
             if batch.out_dir:
                 relative = os.path.relpath(model, base) if base else os.path.basename(model.rstrip(os.sep))
                 out = os.path.normpath(os.path.join(batch.out_dir, relative))
+                if not _inside(out, batch.out_dir):
+                    problems.append((model, f"{model} would be written to {out}, outside --out-dir "
+                                            f"{batch.out_dir} (its path climbs out with '..'); name it without '..'"))
+                    continue
                 if out in seen_outputs:
                     problems.append((model, f"{model} and {seen_outputs[out]} would both be written to {out}"))
                     continue
                 seen_outputs[out] = model
             items.append(Item(model, out))
     return items, problems
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether ``path`` lies inside ``directory`` (by their absolute, normalised names)."""
+    path, directory = os.path.abspath(path), os.path.abspath(directory)
+    return os.path.commonpath([path, directory]) == directory and path != directory
 
 
 def _mirror_base(argument: str) -> str | None:

@@ -13,6 +13,7 @@ TensorFlow is imported inside functions only, as in the runtime.
 """
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
@@ -20,7 +21,8 @@ from typing import NamedTuple
 from .edit import EMBED_SPEC, GROUP, SOURCE, rename_functions
 from .embed import surrogate_for
 from .errors import GraphgradError, UnresolvedGradientsError
-from .functions import function_calls
+from .effects import effects_in
+from .functions import first_names, function_bodies, function_calls
 from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
 from .runtime import is_registered, overrides_in, register_gradients, route_calls_in, tensorflow
@@ -92,13 +94,15 @@ class CheckReport:
 
 
 def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int = 1, seed: int = 0, kind=None,
-                tags: str | None = None, target: int | None = None) -> CheckReport:
+                tags: str | None = None, target: int | None = None, allow_effects: bool = False) -> CheckReport:
     """Check the gradients dy/dx of the model at ``path`` (see the module doc).
     ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
     holds several. ``target`` differentiates ``y[..., target]`` (one class of a
     classifier's output) instead of the sum of y's entries, as tf.gradients does.
     Without ``y``: the model's one floating-point output (see :func:`_only_output`);
-    without ``xs``: the floating-point placeholders y depends on."""
+    without ``xs``: the floating-point placeholders y depends on. It runs the
+    graph: ops on the path whose effects reach outside it (see
+    :mod:`graphgrad.effects`) are refused, naming them, unless ``allow_effects``."""
     model = read_model(path, kind)
     chosen = _tag_set(model, tags)
     graph, session, unresolved, routed = _load(model, chosen)
@@ -116,6 +120,13 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
             )
         xs = list(xs) or _float_placeholders(y_tensor)
         x_tensors = [_tensor(graph, x) for x in xs]
+        effects = effects_in([op.node_def for op in _ancestors([y_tensor] + x_tensors)],
+                             function_bodies(_graph_def(model, chosen)))
+        if effects and not allow_effects:
+            raise GraphgradError(
+                f"{path}: check runs the graph, and {len(effects)} op(s) on the path act outside it "
+                f"({first_names(sorted(effects))}); to run it anyway, add --allow-effects"
+            )
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
         differentiated = _entry(y_tensor, target)
         for name, x in zip(xs, x_tensors):
@@ -154,6 +165,10 @@ def trap_notes(graph_def) -> list[str]:
         notes += sign_notes(nodes, lambda name: graphgrad_spec(overrides[name]), prefix)
     return notes
 
+
+# The most a random feed may take: a placeholder [40000, 40000] or --batch 10**12 is
+# a mistake to say, not a MemoryError to raise.
+FEED_LIMIT = 1 << 30
 
 SERVING_DEFAULT = "serving_default"  # tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 
@@ -372,6 +387,12 @@ def _feeds(graph, y, xs, given, batch, seed, report):
         tensor = op.outputs[0]
         shape = [batch if d is None else d for d in (tensor.shape.as_list() if tensor.shape.rank is not None else [])]
         dtype = tensor.dtype
+        size = math.prod(shape) * max(dtype.size, 1)
+        if size > FEED_LIMIT:
+            raise CheckUsageError(
+                f"a random feed for {tensor.name} of shape {shape} ({dtype.name}) would take {size / 2**30:.1f} GiB; "
+                f"feed it yourself (--feed {op.name}=FILE.npy) or a smaller --batch"
+            )
         if _floating(dtype):
             value = rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
         elif dtype == tf.bool:
@@ -395,6 +416,10 @@ def _value(text: str, dtype):
             raise GraphgradError(f"cannot load {text}: {error}") from None
     try:
         return np.asarray(json.loads(text), dtype=dtype)
+    except RecursionError:
+        raise CheckUsageError(f"--feed value {text[:20]!r}...: nested too deeply; give a .npy file") from None
+    except MemoryError:
+        raise CheckUsageError(f"--feed value {text[:20]!r}...: too large to hold; give a smaller one") from None
     except (ValueError, TypeError) as error:
         raise CheckUsageError(
             f"--feed value {text!r}: expected a number, a JSON list or a .npy file ({error})"

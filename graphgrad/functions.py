@@ -86,7 +86,7 @@ def functions_with_overrides(bodies: dict) -> set:
     overriding = {name for name, nodes in bodies.items() if any(map(carries_override, nodes))}
     if not overriding:  # the common case: the function attributes are never read
         return overriding
-    runs = {name: _functions_run(nodes, bodies) for name, nodes in bodies.items()}
+    runs = {name: functions_run(nodes, bodies) for name, nodes in bodies.items()}
     while True:
         callers = {name for name, names in runs.items() if names & overriding} - overriding
         if not callers:
@@ -103,7 +103,7 @@ def carries_override(node) -> bool:
     return bool(value) and not _TF_FUNCTION_CALL.match(value)
 
 
-def _functions_run(nodes, functions) -> set:
+def functions_run(nodes, functions) -> set:
     """The names of the ``functions`` that ``nodes`` run: by op type, or named in an attribute."""
     names = {node.op for node in nodes if node.op in functions}
     for node in nodes:

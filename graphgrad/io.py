@@ -12,6 +12,7 @@ new file is not, as with ``cp``: a crash can lose it, and nothing else.
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 
@@ -31,6 +32,7 @@ TEMP_SUFFIX = ".graphgrad-tmp"
 _TEMPORARY = re.compile(r"\.(?P<target>.+)\.(?P<pid>\d+)\.[^.]+" + re.escape(TEMP_SUFFIX) + r"(\.old)?\Z", re.DOTALL)
 COPY_BLOCK = 1 << 20  # bytes per read where a range cannot be copied in the kernel
 MODEL_SUFFIXES = (".pb", ".pbtxt", ".meta")
+RULES_LIMIT = 1 << 20  # bytes: a rules file is a few rules
 NOT_MODELS = {"fingerprint.pb", "keras_metadata.pb"}
 
 # The first field of a text message tells its kind.
@@ -47,6 +49,34 @@ _TEXT_START = re.compile(rb"\A(?:\s*(?:#[^\n]*)?\n)*\s*([A-Za-z_][A-Za-z0-9_]*)\
 # parsed as the wrong kind almost always does.
 _PLAUSIBLE_NAME = re.compile(r"[^\x00-\x20\x7f]+\Z")
 _SAMPLE = 1000
+
+
+class NotRegularFile(Exception):
+    """A path names a FIFO, a device, a socket or a directory where a file is needed."""
+
+
+_KINDS_OF_FILE = [
+    (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+]
+
+
+def kind_of_file(mode: int) -> str | None:
+    """What a file of ``mode`` is, when it is not a regular file (None for one)."""
+    return None if stat.S_ISREG(mode) else next((what for test, what in _KINDS_OF_FILE if test(mode)), "not a file")
+
+
+def open_regular(path: str) -> int:
+    """A read-only descriptor of the regular file ``path``. Raises
+    :class:`NotRegularFile` for anything else, without blocking: a FIFO is opened
+    non-blocking (an ordinary open waits for a writer), and a device is never read."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    what = kind_of_file(os.fstat(descriptor).st_mode)
+    if what:
+        os.close(descriptor)
+        raise NotRegularFile(f"it is {what}, not a regular file")
+    os.set_blocking(descriptor, True)
+    return descriptor
 
 
 def _new_message(kind: str):
@@ -108,13 +138,15 @@ class SourceFile:
     def __init__(self, path: str):
         self.path = path
         try:
-            self._fd = os.open(path, os.O_RDONLY)
+            self._fd = open_regular(path)
             self.size = os.fstat(self._fd).st_size
         except OSError as error:
             hint = ""
             if isinstance(error, FileNotFoundError) and os.path.isfile(path + ".meta"):
                 hint = f"; if it is a checkpoint prefix, its graph is {path}.meta"
             raise ModelReadError(f"cannot read {path}: {error.strerror or error}{hint}") from None
+        except NotRegularFile as error:
+            raise ModelReadError(f"cannot read {path}: {error}; name a model file") from None
         if self.size > PROTOBUF_LIMIT:
             self.close()
             raise ModelReadError(f"{path} is {self.size / 2**30:.1f} GiB; protobuf cannot parse a message over 2 GiB")
@@ -184,6 +216,11 @@ def _parse_text(data: bytes, kind, path, first_field):
         except text_format.ParseError as error:
             first_error = first_error or error
             continue
+        except RecursionError:
+            raise ModelReadError(
+                f"{path} nests messages deeper than protobuf's parser allows, so it is not a usable text "
+                f"{KIND_NAMES[candidate]}"
+            ) from None
         return message, candidate, TEXT
     raise ModelReadError(
         f"{path} is not a valid text {KIND_NAMES[kinds[0]]}: {first_error}"
@@ -327,12 +364,31 @@ def _same_tree(a: str, b: str) -> bool:
     """Whether files or directory trees ``a`` and ``b`` hold the same (see above)."""
     import filecmp
 
+    if os.path.islink(a) or os.path.islink(b):  # copied as links: never followed
+        return os.path.islink(a) and os.path.islink(b) and os.readlink(a) == os.readlink(b)
     if os.path.isfile(a) or os.path.isfile(b):
         return os.path.isfile(a) and os.path.isfile(b) and filecmp.cmp(a, b, shallow=True)
     if not (os.path.isdir(a) and os.path.isdir(b)):
         return False
     names = sorted(os.listdir(a))
     return names == sorted(os.listdir(b)) and all(_same_tree(os.path.join(a, n), os.path.join(b, n)) for n in names)
+
+
+def _model_files(path: str) -> set:
+    """The real paths a model at ``path`` occupies, or would as an output: the file,
+    and for a SavedModel its directory and the graph file inside it."""
+    paths = {path}
+    if os.path.isdir(path):
+        paths |= {os.path.join(path, name) for name in SAVED_MODEL_FILES.values()}
+    elif os.path.basename(path) in SAVED_MODEL_FILES.values():
+        paths.add(os.path.dirname(path) or ".")
+    return {os.path.realpath(p) for p in paths}
+
+
+def same_model(source: str, output: str) -> bool:
+    """Whether writing ``output`` would change the model at ``source``: the same
+    file, or the same SavedModel named by its directory or its graph file."""
+    return bool(_model_files(source) & _model_files(output))
 
 
 def _same_directory(a: str, b: str) -> bool:
@@ -358,6 +414,12 @@ def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bo
     """Write ``data`` (bytes, or chunks as for :func:`write_chunks`) through a
     temporary file; flushed to disk first if ``durable`` or if it replaces a file."""
     chunks = [data] if isinstance(data, (bytes, bytearray)) else list(data)
+    if _length(chunks) > PROTOBUF_LIMIT:
+        raise ModelWriteError(
+            f"cannot write {path}: the result is {_length(chunks) / 2**30:.1f} GiB, over protobuf's 2 GiB limit, "
+            "so no reader could parse it"
+        )
+    refuse_unless_regular(path)
     try:
         replacing = os.path.exists(path)
         if os.path.isfile(path) and os.path.getsize(path) == _length(chunks) and _holds(path, chunks, source):
@@ -389,6 +451,22 @@ def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bo
             raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
         raise
     return True
+
+
+def refuse_unless_regular(path: str) -> None:
+    """Raise :class:`ModelWriteError` if ``path`` exists and is not a regular file
+    (a device, a FIFO, a socket): a write replaces its target by a rename, which
+    would put a regular file in place of ``/dev/null``. graphgrad never writes
+    through such a file either: it refuses."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    what = kind_of_file(mode)
+    if what and not stat.S_ISDIR(mode):
+        raise ModelWriteError(
+            f"cannot write {path}: it is {what}, and graphgrad replaces only regular files; choose a file path"
+        )
 
 
 def _write_all(fd: int, data) -> int:
@@ -482,9 +560,12 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
             prefix=f".{os.path.basename(out_dir)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent
         )
         for member in SAVED_MODEL_MEMBERS:
+            # Symbolic links are copied as links, as cp -R does: never followed out of the model.
             source = os.path.join(model.root or "", member)
-            if model.root and os.path.isdir(source):
-                shutil.copytree(source, os.path.join(staging, member))
+            if model.root and os.path.islink(source):
+                os.symlink(os.readlink(source), os.path.join(staging, member))
+            elif model.root and os.path.isdir(source):
+                shutil.copytree(source, os.path.join(staging, member), symlinks=True)
             elif model.root and os.path.isfile(source):
                 shutil.copy2(source, os.path.join(staging, member))
         with open(os.path.join(staging, filename), "wb") as stream:
@@ -551,28 +632,18 @@ def load_gradient_module(path: str):
     return module
 
 
-def find_models(path: str, recursive: bool = False) -> list[str]:
+def find_models(path: str, recursive: bool = False, skipped: list | None = None) -> list[str]:
     """Model files and SavedModel directories named by ``path``.
 
     A file is itself; a SavedModel directory is one model; another directory
     gives its ``.pb``/``.pbtxt``/``.meta`` files and SavedModels (and, with
-    ``recursive``, those of its subdirectories).
+    ``recursive``, those of its subdirectories). Each directory is searched once:
+    one reached again through a symbolic link (a loop, ``ln -s . zoo/self``) is
+    skipped, and said in ``skipped`` if given.
     """
     if not os.path.isdir(path) or is_saved_model_dir(path):
         return [path]
-    found = []
-    try:
-        entries = sorted(os.scandir(path), key=lambda e: e.name)
-    except OSError as error:
-        raise ModelReadError(f"cannot list {path}: {error.strerror or error}") from None
-    for entry in entries:
-        if entry.is_dir():
-            if is_saved_model_dir(entry.path):
-                found.append(entry.path)
-            elif recursive:
-                found.extend(_models_below(entry.path))
-        elif entry.name.endswith(MODEL_SUFFIXES) and entry.name not in NOT_MODELS:
-            found.append(entry.path)
+    found = _search(path, recursive, set(), skipped if skipped is not None else [])
     if not found:
         raise ModelReadError(
             f"{path} holds no model (.pb, .pbtxt, .meta files or SavedModel directories)"
@@ -581,11 +652,30 @@ def find_models(path: str, recursive: bool = False) -> list[str]:
     return found
 
 
-def _models_below(path: str) -> list[str]:
+def _search(path: str, recursive: bool, visited: set, skipped: list) -> list[str]:
+    """:func:`find_models` of one directory; ``visited``: the (device, inode) of those searched."""
     try:
-        return find_models(path, recursive=True)
-    except ModelReadError:
+        identity = (os.stat(path).st_dev, os.stat(path).st_ino)
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as error:
+        if not visited:
+            raise ModelReadError(f"cannot list {path}: {error.strerror or error}") from None
+        skipped.append(f"{path}: cannot list it ({error.strerror or error}); skipped")
         return []
+    if identity in visited:
+        skipped.append(f"{path}: a link to a directory already searched; skipped")
+        return []
+    visited.add(identity)
+    found = []
+    for entry in entries:
+        if entry.is_dir():
+            if is_saved_model_dir(entry.path):
+                found.append(entry.path)
+            elif recursive:
+                found.extend(_search(entry.path, recursive, visited, skipped))
+        elif entry.name.endswith(MODEL_SUFFIXES) and entry.name not in NOT_MODELS:
+            found.append(entry.path)
+    return found
 
 
 def is_saved_model_dir(path: str) -> bool:
@@ -612,12 +702,26 @@ def read_rules_file(path: str) -> dict:
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     try:
-        with open(path, "rb") as stream:
-            return tomllib.load(stream)
+        descriptor = open_regular(path)
+        with os.fdopen(descriptor, "rb") as stream:
+            data = stream.read(RULES_LIMIT + 1)
     except OSError as error:
         raise GraphgradError(f"cannot read rules file {path}: {error.strerror or error}") from None
+    except NotRegularFile as error:
+        raise GraphgradError(f"cannot read rules file {path}: {error}") from None
+    if len(data) > RULES_LIMIT:
+        raise GraphgradError(f"rules file {path} is over {RULES_LIMIT >> 20} MiB; a rules file is a few rules")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise GraphgradError(f"{path} is not valid TOML: it is not UTF-8 text ({error.reason} at byte "
+                             f"{error.start})") from None
     except tomllib.TOMLDecodeError as error:
         raise GraphgradError(f"{path} is not valid TOML: {error}") from None
+    except RecursionError:
+        raise GraphgradError(f"{path} is not a usable rules file: it nests tables or arrays too deeply") from None
+    except ValueError as error:  # e.g. an integer past Python's limit on digits
+        raise GraphgradError(f"{path} is not a usable rules file: {error}") from None
 
 
 def backup_file(path: str, suffix: str, sweep: bool = True) -> str:

@@ -24,7 +24,8 @@ from .gradients import REGISTRY, TRANSFORM
 ATTR = "_gradient_op_type"
 NAMESPACE = "graphgrad/"
 TF_PREFIX = "tf:"
-MAX_SPEC_LENGTH = 4096
+MAX_SPEC_LENGTH = 4096  # of a spec, and of the canonical name the runtime rebuilds a gradient from
+MAX_INTEGER_DIGITS = 18  # whole numbers fit in 64 bits (a seed, an index), and in a float's range
 CUSTOM_GRADIENT = re.compile(r"CustomGradient-\d+\Z")
 FUNCTION_CALL_NAME = re.compile(r"(Stateful)?PartitionedCall-\d+\Z")
 
@@ -169,6 +170,8 @@ class _Parser:
         if kind == "number":
             self.position += 1
             if not re.search(r"[.eE]", text):
+                if len(text.lstrip("+-")) > MAX_INTEGER_DIGITS:
+                    self.fail(f"{text[:20]}... is out of range: whole numbers have at most {MAX_INTEGER_DIGITS} digits")
                 return int(text)
             if not math.isfinite(float(text)):
                 self.fail(f"{text} is out of range: numbers must be finite")
@@ -235,6 +238,10 @@ def parse_spec(text: str) -> GradientSpec:
         raise SpecError("empty gradient spec: name a gradient, e.g. ste or identity|scale(0.5)")
     if len(text) > MAX_SPEC_LENGTH:
         raise SpecError(f"gradient spec is longer than {MAX_SPEC_LENGTH} characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the command line could not decode (surrogate escapes)
+        raise SpecError(f"gradient spec {text!r} is not valid UTF-8 text") from None
     if text.startswith(TF_PREFIX):
         return _parse_tf_name(text[len(TF_PREFIX):])
     stages = []
@@ -247,7 +254,13 @@ def parse_spec(text: str) -> GradientSpec:
         else:
             stages.append(_bind(name, positional, keywords))
     _check_pipeline(text, stages)
-    return GradientSpec(stages=tuple(stages))
+    spec = GradientSpec(stages=tuple(stages))
+    if len(spec.canonical) > MAX_SPEC_LENGTH:  # defaults spelt out and aliases expanded make it longer
+        raise SpecError(
+            f"gradient spec {text[:40]!r}... names {len(spec.canonical)} characters in canonical form, over the "
+            f"{MAX_SPEC_LENGTH} a loading process rebuilds gradients from; shorten the pipeline"
+        )
+    return spec
 
 
 def _parse_tf_name(name: str) -> GradientSpec:

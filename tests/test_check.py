@@ -135,7 +135,9 @@ def test_a_savedmodel_with_several_metagraphs_needs_a_tag():
 
 
 def test_round_and_pyfunc_give_none():
-    report = check_json(fixture("ops_mix.pb"), "--x", "x", "--y", "out", expect=1)
+    refused = run_cli("check", fixture("ops_mix.pb"), "--x", "x", "--y", "out", expect=1)
+    assert "act outside it (py_identity (PyFunc)); to run it anyway, add --allow-effects" in refused.stderr
+    report = check_json(fixture("ops_mix.pb"), "--x", "x", "--y", "out", "--allow-effects", expect=1)
     assert report["gradients"][0]["status"] == "none"
     reasons = {b["node"]: b["reason"] for b in report["blockers"]}
     assert reasons == {

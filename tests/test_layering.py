@@ -34,7 +34,11 @@ ALLOWED = {
     "wire": {"functions", "model", "partial", "protos", "rewrite", "select", "spec", "summary", "traps"},
     "api": {"batch", "diff", "errors", "io", "model", "rewrite", "summary", "surgery", "wire"},
     "runtime": {"errors", "functions", "gradients", "io", "model", "rewrite", "select", "spec"},
-    "check": {"edit", "embed", "errors", "functions", "io", "model", "runtime", "spec", "summary", "surgery", "traps"},
+    "effects": {"functions"},
+    "check": {
+        "edit", "effects", "embed", "errors", "functions", "io", "model", "runtime", "spec", "summary", "surgery",
+        "traps",
+    },
     "cli": {
         "api", "batch", "check", "cli", "edit", "errors", "functions", "gradients", "io", "model", "rewrite", "select",
         "spec", "summary", "surgery",

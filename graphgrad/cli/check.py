@@ -30,10 +30,13 @@ from .render import echo_json, error, table
 @click.option("--tag", "tags", metavar="TAGS",
               help="The MetaGraphDef of a SavedModel to load, by its tag set (e.g. serve, or serve,gpu); "
               "needed when the SavedModel holds several.")
+@click.option("--allow-effects", is_flag=True,
+              help="Run the graph even if ops on the computed path act outside it (write files, save or restore "
+              "checkpoints, run Python code); refused otherwise.")
 @options.format_option
 @options.json_option
 @options.debug_option
-def check_command(model, xs, y, target, feeds, batch, seed, tags, kind, as_json):
+def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects, kind, as_json):
     """Compute dy/dx with TensorFlow and explain it: connected or not, None /
     zero / finite / NaN, the gradient blockers on the path with a ready fix,
     overrides that cannot take effect, and (for graphs with graphgrad
@@ -51,7 +54,7 @@ def check_command(model, xs, y, target, feeds, batch, seed, tags, kind, as_json)
             raise click.UsageError(f"--feed {text!r}: expected NAME=VALUE")
         given[name] = value
     try:
-        report = check_model(model, xs, y, given, batch, seed, kind, tags, target)
+        report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects)
     except CheckUsageError as failure:
         error(str(failure))
         sys.exit(2)

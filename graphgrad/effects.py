@@ -1,0 +1,38 @@
+"""Ops whose effects reach outside the graph: what a command that runs a graph
+(``check``) refuses to run unless told.
+
+Pure functions over NodeDefs (or live ops' NodeDefs) and a GraphDef's function
+bodies: a call into a function that writes a file is such an op too.
+"""
+
+from .functions import functions_run
+
+# File writes, checkpoint saves and restores (which read and write the file
+# system), summaries, dataset snapshots and saves, Python callbacks (which run
+# arbitrary code), debugger dumps and printing to files.
+EFFECT_OPS = frozenset({
+    "WriteFile", "Save", "SaveV2", "SaveSlices", "MergeV2Checkpoints", "Restore", "RestoreV2", "RestoreSlice",
+    "PyFunc", "PyFuncStateless", "EagerPyFunc",
+    "WriteSummary", "WriteRawProtoSummary", "WriteScalarSummary", "WriteHistogramSummary", "WriteImageSummary",
+    "WriteAudioSummary", "WriteGraphSummary", "ImportEvent", "CreateSummaryFileWriter", "CreateSummaryDbWriter",
+    "FlushSummaryWriter", "CloseSummaryWriter",
+    "DatasetToTFRecord", "ExperimentalDatasetToTFRecord", "SaveDataset", "SaveDatasetV2", "SnapshotDataset",
+    "SnapshotDatasetV2", "DebugIdentity", "DebugIdentityV2", "DebugIdentityV3", "DebugNanCount",
+    "DebugNumericSummary", "DebugNumericSummaryV2", "PrintV2",
+})
+
+
+def effects_in(node_defs, bodies: dict) -> list[str]:
+    """The ops among ``node_defs`` whose effects reach outside the graph, and those in
+    the function bodies they run (``bodies``: name -> NodeDefs), transitively; each
+    as ``NAME (OP)``, ``FUNCTION/NAME (OP)`` in a body."""
+    found = [f"{node.name} ({node.op})" for node in node_defs if node.op in EFFECT_OPS]
+    seen, pending = set(), sorted(functions_run(node_defs, bodies))
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in bodies:
+            continue
+        seen.add(name)
+        found += [f"{name}/{node.name} ({node.op})" for node in bodies[name] if node.op in EFFECT_OPS]
+        pending += sorted(functions_run(bodies[name], bodies) - seen)
+    return found
