@@ -406,3 +406,35 @@ def test_without_x_only_floating_point_placeholders_in_graph_order(tmp_path):
         tf.identity(tf.where(flag, second * 2.0, first * 3.0), name="y")
     report = check_json(save(tmp_path, graph), "--feed", "flag=true", expect=1)
     assert [(g["x"], g["status"]) for g in report["gradients"]] == [("b_second", "finite"), ("a_first", "zero")]
+
+
+def test_check_refuses_ops_that_act_outside_the_graph(tmp_path):
+    written = tmp_path / "written.txt"
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [3], name="x")
+        with tf.control_dependencies([tf.io.write_file(str(written), "hi")]):
+            tf.identity(x * 2.0, name="y")
+    path = tmp_path / "effect.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    result = run_cli("check", path, "--y", "y", expect=1)
+    assert "act outside it (WriteFile (WriteFile)); to run it anyway, add --allow-effects" in result.stderr
+    assert not written.exists()
+    run_cli("check", path, "--y", "y", "--allow-effects")
+    assert written.read_text() == "hi"
+
+
+@pytest.mark.parametrize("shape, args", [([40000, 40000], ()), ([None, 8], ("--batch", "1000000000000"))])
+def test_check_says_when_a_random_feed_is_too_large(tmp_path, shape, args):
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.identity(v1.placeholder(tf.float32, shape, name="x") * 2.0, name="y")
+    path = tmp_path / "big.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    result = run_cli("check", path, "--y", "y", *args, expect=2)
+    assert "would take" in result.stderr and "GiB; feed it yourself (--feed x=FILE.npy)" in result.stderr
+
+
+def test_check_says_when_a_json_feed_nests_too_deeply():
+    result = run_cli("check", fixture("binary_net.pb"), "--feed", "x=" + "[" * 30000 + "]" * 30000, expect=2)
+    assert "nested too deeply; give a .npy file" in result.stderr

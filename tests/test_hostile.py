@@ -1,0 +1,183 @@
+"""Hostile and odd inputs: nothing written where not asked, no hang, one line for
+every bad input (the real command, in-process; TensorFlow not needed)."""
+
+import hashlib
+import os
+import shutil
+import stat
+
+import pytest
+
+from conftest import fixture, run_cli
+
+import graphgrad
+from graphgrad.errors import SpecError
+from graphgrad.io import PROTOBUF_LIMIT, write_chunks
+
+BINARY_NET = fixture("binary_net.pb")
+
+
+def digest(path) -> str:
+    """A digest of a file, or of every file below a directory."""
+    hashes = hashlib.sha256()
+    paths = [path] if os.path.isfile(path) else sorted(
+        os.path.join(root, name) for root, _, names in os.walk(path) for name in names)
+    for name in paths:
+        hashes.update(str(name).encode() + open(name, "rb").read())
+    return hashes.hexdigest()
+
+
+# -- the input, and places outside the destination, are never changed -------------------
+
+
+@pytest.mark.parametrize("source, out", [("sm", "sm/saved_model.pb"), ("sm/saved_model.pb", "sm")])
+def test_a_savedmodel_is_not_its_own_output_without_in_place(tmp_path, source, out):
+    shutil.copytree(fixture("saved_model"), tmp_path / "sm")
+    before = digest(tmp_path / "sm")
+    result = run_cli("rewrite", tmp_path / source, "--op", "Pack=select", "-o", tmp_path / out, expect=1)
+    assert "is the input" in result.stderr and "--in-place" in result.stderr
+    assert digest(tmp_path / "sm") == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_node_is_never_replaced(tmp_path):
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    result = run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", node, expect=1)
+    assert "it is a character device, and graphgrad replaces only regular files" in result.stderr
+    assert stat.S_ISCHR(os.stat(node).st_mode)
+
+
+def test_a_fifo_output_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "out.pb")
+    result = run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", tmp_path / "out.pb", expect=1)
+    assert "it is a FIFO (named pipe)" in result.stderr
+
+
+def test_a_glob_climbing_out_of_out_dir_is_refused(tmp_path):
+    (tmp_path / "zoo" / "a").mkdir(parents=True)
+    (tmp_path / "victim").mkdir()
+    shutil.copy(BINARY_NET, tmp_path / "victim" / "prod.pb")
+    (tmp_path / "deploy" / "victim").mkdir(parents=True)
+    shutil.copy(BINARY_NET, tmp_path / "deploy" / "victim" / "prod.pb")
+    pattern = str(tmp_path / "zoo" / "*" / ".." / ".." / "victim" / "prod.pb")
+    result = run_cli("rewrite", pattern, "--op", "Sign=ste", "--out-dir", tmp_path / "deploy" / "patched", expect=1)
+    assert "outside --out-dir" in result.stderr
+    assert (tmp_path / "deploy" / "victim" / "prod.pb").read_bytes() == open(BINARY_NET, "rb").read()
+
+
+def test_savedmodel_symlinks_are_copied_as_links_never_followed(tmp_path):
+    source = tmp_path / "sm"
+    shutil.copytree(fixture("saved_model"), source)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret")
+    (source / "assets" / "shadow").symlink_to(secret)
+    shutil.rmtree(source / "variables")
+    (source / "variables").symlink_to("/")  # a copy that followed it would never end
+    out = tmp_path / "out"
+    run_cli("rewrite", source, "--op", "Pack=select", "-o", out)
+    assert os.readlink(out / "assets" / "shadow") == str(secret)
+    assert os.readlink(out / "variables") == "/"
+    again = run_cli("rewrite", source, "--op", "Pack=select", "-o", out)  # compared as links too
+    assert "up to date" in again.stdout
+
+
+def test_an_output_over_two_gib_is_refused_before_writing(tmp_path):
+    class Huge:  # a source never read: the size check comes first
+        pass
+
+    with pytest.raises(graphgrad.ModelWriteError, match="over protobuf's 2 GiB limit"):
+        write_chunks(str(tmp_path / "big.pb"), [(0, PROTOBUF_LIMIT + 1)], Huge())
+    assert not os.listdir(tmp_path)
+
+
+# -- no hang ------------------------------------------------------------------------------
+
+
+def test_a_fifo_input_is_refused_at_once(tmp_path):
+    os.mkfifo(tmp_path / "f.pb")
+    result = run_cli("ops", tmp_path / "f.pb", expect=1)
+    assert "it is a FIFO (named pipe), not a regular file" in result.stderr
+
+
+@pytest.mark.parametrize("rules", ["fifo", "/dev/zero"])
+def test_rules_from_a_fifo_or_a_device_are_refused(tmp_path, rules):
+    if rules == "fifo":
+        rules = tmp_path / "rules.toml"
+        os.mkfifo(rules)
+    result = run_cli("rewrite", BINARY_NET, "--rules", rules, "--dry-run", expect=1)
+    assert "not a regular file" in result.stderr
+
+
+def test_a_huge_rules_file_is_refused(tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text("#" * (2 << 20))
+    result = run_cli("rewrite", BINARY_NET, "--rules", rules, "--dry-run", expect=1)
+    assert "is over 1 MiB" in result.stderr
+
+
+# -- one line instead of a traceback ------------------------------------------------------
+
+
+def deep_text_graph(depth: int) -> str:
+    nested = 'attr { key: "k" value { func { name: "f" ' * depth + "} } } " * depth
+    return f'node {{ name: "a" op: "Const" attr {{ key: "f" value {{ func {{ name: "x" {nested}}} }} }} }}'
+
+
+@pytest.mark.parametrize("command", [["ops"], ["insert", "--at", "a:0", "--grad", "ste", "--dry-run"]])
+def test_text_nested_past_protobufs_limit(tmp_path, command):
+    path = tmp_path / "deep.pbtxt"
+    path.write_text(deep_text_graph(300))
+    result = run_cli(command[0], path, *command[1:], expect=1)
+    assert "nests messages deeper than protobuf's parser allows" in result.stderr
+
+
+def test_diff_of_a_deep_text_graph_exits_2(tmp_path):
+    path = tmp_path / "deep.pbtxt"
+    path.write_text(deep_text_graph(300))
+    assert "deeper than" in run_cli("diff", path, path, expect=2).stderr
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("scale(1" + "0" * 400 + ")", "out of range: whole numbers have at most 18 digits"),
+    ("ste" + "|scale(1)" * 400, "in canonical form, over the 4096"),
+])
+def test_specs_out_of_range(spec, message):
+    with pytest.raises(SpecError, match=message):
+        graphgrad.parse_spec(spec)
+    assert message.split(":")[0] in run_cli("rewrite", BINARY_NET, "--op", f"Sign={spec}", "--dry-run",
+                                            expect=1).stderr
+
+
+def test_a_huge_number_in_a_graph_is_unresolved_not_a_crash(tmp_path):
+    model = graphgrad.read_model(BINARY_NET)
+    model.message.node[1].attr["_gradient_op_type"].s = ("graphgrad/scale(1" + "0" * 400 + ")").encode()
+    path = tmp_path / "odd.pb"
+    path.write_bytes(model.message.SerializeToString())
+    assert "UNRESOLVED" in run_cli("ops", path).stdout
+
+
+def test_a_tf_name_that_is_not_utf8():
+    result = run_cli("rewrite", BINARY_NET, "--op", "Sign=tf:\udcff", "--dry-run", expect=1)
+    assert "is not valid UTF-8 text" in result.stderr
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"a = " + b"[" * 2000 + b"]" * 2000, "nests tables or arrays too deeply"),
+    (b"[[rule]]\nop = \"\xff\"\n", "it is not UTF-8 text"),
+    (b"n = " + b"9" * 5000, "is not a usable rules file"),
+])
+def test_rules_files_that_do_not_parse(tmp_path, content, message):
+    rules = tmp_path / "rules.toml"
+    rules.write_bytes(content)
+    result = run_cli("rewrite", BINARY_NET, "--rules", rules, "--dry-run", expect=1)
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_symlink_loop_is_searched_once_and_said(tmp_path):
+    (tmp_path / "zoo" / "a").mkdir(parents=True)
+    shutil.copy(BINARY_NET, tmp_path / "zoo" / "a" / "m.pb")
+    (tmp_path / "zoo" / "self").symlink_to(".")
+    result = run_cli("ops", "-r", tmp_path / "zoo", expect=1)
+    assert "a link to a directory already searched; skipped" in result.stderr
+    assert result.stdout.count("m.pb") == 1
