@@ -430,6 +430,7 @@ def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bo
         descriptor, temporary = tempfile.mkstemp(
             prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=directory
         )
+        _lock(descriptor)
     except OSError as error:
         raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
     try:
@@ -441,16 +442,44 @@ def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bo
                     _write_all(descriptor, chunk)
             if durable or replacing:  # see the module docstring
                 os.fsync(descriptor)
+            _copy_mode(path, temporary)
+            os.replace(temporary, path)
         finally:
-            os.close(descriptor)
-        _copy_mode(path, temporary)
-        os.replace(temporary, path)
+            os.close(descriptor)  # the lock goes with it, once the file has its name
     except BaseException as error:
         _remove(temporary)
         if isinstance(error, OSError):
             raise ModelWriteError(f"cannot write {path}: {error.strerror or error}") from None
         raise
     return True
+
+
+def _lock(descriptor: int) -> None:
+    """Mark a temporary as a live writer's (see :func:`remove_stale_temporaries`):
+    an advisory lock, which the kernel drops when the writer dies, whatever its pid
+    means in another pid namespace."""
+    import fcntl
+
+    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _held_by_a_writer(path: str) -> bool:
+    """Whether a live writer holds the lock of the temporary at ``path``."""
+    import fcntl
+
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+    return False
 
 
 def refuse_unless_regular(path: str) -> None:
@@ -499,8 +528,12 @@ def remove_stale_temporaries(directory: str, basename: str | None = None) -> Non
     (only those for the target ``basename``, if given).
 
     Their names (``.BASENAME.PID.RANDOM.graphgrad-tmp``, and ``.old`` after it for a
-    SavedModel being swapped) carry the writer's pid; only those of processes that
-    are gone are removed, so a concurrent writer's file is never touched.
+    SavedModel being swapped) carry the writer's pid, and a live writer holds a
+    lock on its temporary: only those of processes that are gone, by both signs,
+    are removed, so a concurrent writer's file is never touched (even one in
+    another pid namespace, whose pid means nothing here). A ``.old`` copy whose
+    target is missing (a swap killed half-way) is the only copy: it is put back,
+    never deleted.
     """
     try:
         names = os.listdir(directory)
@@ -508,8 +541,19 @@ def remove_stale_temporaries(directory: str, basename: str | None = None) -> Non
         return
     for name in names:
         match = _TEMPORARY.match(name) if TEMP_SUFFIX in name else None  # the search first: it is cheap
-        if match and basename in (None, match["target"]) and not _alive(int(match["pid"])):
-            _remove(os.path.join(directory, name))
+        if not (match and basename in (None, match["target"]) and not _alive(int(match["pid"]))):
+            continue
+        path = os.path.join(directory, name)
+        if _held_by_a_writer(path):
+            continue
+        target = os.path.join(directory, match["target"])
+        if name.endswith(".old") and not os.path.lexists(target):
+            try:
+                os.rename(path, target)
+            except OSError:
+                pass
+            continue
+        _remove(path)
 
 
 def _alive(pid: int) -> bool:
@@ -552,13 +596,15 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
             "directory; choose another output"
         )
     parent = os.path.dirname(os.path.abspath(out_dir))
-    staging = backup = None
+    staging = backup = staging_lock = None
     try:
         if sweep:
             remove_stale_temporaries(parent, os.path.basename(out_dir))
         staging = tempfile.mkdtemp(
             prefix=f".{os.path.basename(out_dir)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent
         )
+        staging_lock = os.open(staging, os.O_RDONLY)
+        _lock(staging_lock)
         for member in SAVED_MODEL_MEMBERS:
             # Symbolic links are copied as links, as cp -R does: never followed out of the model.
             source = os.path.join(model.root or "", member)
@@ -573,11 +619,14 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
         if replacing:  # see the module docstring
             _flush_tree(staging)
         os.chmod(staging, 0o777 & ~_umask())
-        if replacing:
-            backup = staging + ".old"
-            os.rename(out_dir, backup)
-        os.rename(staging, out_dir)
-        staging = None
+        if replacing and _exchange(staging, out_dir):
+            pass  # one step: out_dir is the new model, staging the old one (removed below)
+        else:
+            if replacing:  # two steps where the kernel cannot exchange: a kill between them
+                backup = staging + ".old"  # leaves the old model here, which a sweep puts back
+                os.rename(out_dir, backup)
+            os.rename(staging, out_dir)
+            staging = None
         if backup:
             _remove(backup)
     except OSError as error:
@@ -585,8 +634,33 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
             os.rename(backup, out_dir)
         raise ModelWriteError(f"cannot write {out_dir}: {error.strerror or error}") from None
     finally:
+        if staging_lock is not None:
+            os.close(staging_lock)
         if staging:
             _remove(staging)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the names of ``a`` and ``b`` in one step (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``): whatever kills the process, each name holds one whole
+    directory. False where the kernel, the C library or the file system cannot."""
+    import ctypes
+    import errno
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # not glibc 2.28+ (or not Linux)
+        return False
+    at_cwd = -100
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), b)
 
 
 def _flush_tree(directory: str) -> None:

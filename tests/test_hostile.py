@@ -127,14 +127,14 @@ def deep_text_graph(depth: int) -> str:
 @pytest.mark.parametrize("command", [["ops"], ["insert", "--at", "a:0", "--grad", "ste", "--dry-run"]])
 def test_text_nested_past_protobufs_limit(tmp_path, command):
     path = tmp_path / "deep.pbtxt"
-    path.write_text(deep_text_graph(300))
+    path.write_text(deep_text_graph(2000))
     result = run_cli(command[0], path, *command[1:], expect=1)
     assert "nests messages deeper than protobuf's parser allows" in result.stderr
 
 
 def test_diff_of_a_deep_text_graph_exits_2(tmp_path):
     path = tmp_path / "deep.pbtxt"
-    path.write_text(deep_text_graph(300))
+    path.write_text(deep_text_graph(2000))
     assert "deeper than" in run_cli("diff", path, path, expect=2).stderr
 
 
@@ -181,3 +181,50 @@ def test_a_symlink_loop_is_searched_once_and_said(tmp_path):
     result = run_cli("ops", "-r", tmp_path / "zoo", expect=1)
     assert "a link to a directory already searched; skipped" in result.stderr
     assert result.stdout.count("m.pb") == 1
+
+
+# -- temporaries and swaps -----------------------------------------------------------------
+
+
+def test_a_locked_temporary_of_an_unknown_pid_is_left_alone(tmp_path):
+    """A writer in another pid namespace: its pid means nothing here, its lock does."""
+    import fcntl
+
+    from conftest import dead_pid
+    from graphgrad.io import remove_stale_temporaries
+
+    temporary = tmp_path / f".out.pb.{dead_pid()}.a1b2c3d.graphgrad-tmp"
+    temporary.write_bytes(b"in progress")
+    with open(temporary, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        remove_stale_temporaries(str(tmp_path))
+        assert temporary.exists()
+    remove_stale_temporaries(str(tmp_path))
+    assert not temporary.exists()
+
+
+def test_a_sweep_puts_back_the_old_savedmodel_of_a_swap_killed_half_way(tmp_path):
+    from conftest import dead_pid
+    from graphgrad.io import remove_stale_temporaries
+
+    backup = tmp_path / f".model.{dead_pid()}.c1v2b3n.graphgrad-tmp.old"
+    shutil.copytree(fixture("saved_model"), backup)
+    result = run_cli("rewrite", BINARY_NET, "--op", "Sign=typo", "-o", tmp_path / "model" / "x.pb", expect=1)
+    assert "unknown gradient" in result.stderr  # a failed run sweeps nothing away
+    remove_stale_temporaries(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["model"] and digest(tmp_path / "model") != ""
+    assert (tmp_path / "model" / "saved_model.pb").read_bytes() == open(fixture("saved_model", "saved_model.pb"),
+                                                                         "rb").read()
+
+
+def test_replacing_a_savedmodel_output_is_one_exchange(tmp_path, monkeypatch):
+    import graphgrad.io as io
+
+    calls = []
+    exchange = io._exchange
+    monkeypatch.setattr(io, "_exchange", lambda a, b: calls.append(exchange(a, b)) or calls[-1])
+    out = tmp_path / "out"
+    run_cli("rewrite", fixture("saved_model"), "--op", "Pack=select", "-o", out)
+    run_cli("rewrite", fixture("saved_model"), "--op", "Pack=select(1)", "--force", "-o", out)
+    assert calls == [True] and sorted(os.listdir(tmp_path)) == ["out"]  # swapped in one step, old copy gone
+    assert "graphgrad/select(index=1)" in run_cli("ops", out).stdout

@@ -238,9 +238,9 @@ def test_a_sweep_of_a_directory_removes_every_killed_writers_temporary(tmp_path)
     dead, alive = dead_pid(), os.getpid()
     (tmp_path / f".a.1.pb.{dead}.k3x9_a1.graphgrad-tmp").write_bytes(b"partial")  # dots and digits in the target
     (tmp_path / f".model.{dead}.b8n7m6q.graphgrad-tmp").mkdir()  # a SavedModel being staged
-    (tmp_path / f".model.{dead}.c1v2b3n.graphgrad-tmp.old").mkdir()  # and one being swapped out
+    (tmp_path / f".model.{dead}.c1v2b3n.graphgrad-tmp.old").mkdir()  # and one swapped out: the only copy left
     (tmp_path / f".b.pb.{alive}.q7w2e4r.graphgrad-tmp").write_bytes(b"in progress")
     (tmp_path / f".b.pb.{dead}.graphgrad-tmp").write_bytes(b"not graphgrad's naming")
     remove_stale_temporaries(str(tmp_path))
-    kept = [f".b.pb.{alive}.q7w2e4r.graphgrad-tmp", f".b.pb.{dead}.graphgrad-tmp"]
+    kept = [f".b.pb.{alive}.q7w2e4r.graphgrad-tmp", f".b.pb.{dead}.graphgrad-tmp", "model"]  # model: put back
     assert sorted(os.listdir(tmp_path)) == sorted(kept)
