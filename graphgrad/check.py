@@ -654,9 +654,9 @@ def _idle_overrides(ops, float_path) -> list:
 
 def gradient_status(op_types) -> dict:
     """For each op type, what TensorFlow's own gradient is: registered, zero, None or missing."""
+    tensorflow()  # first: without TensorFlow, one line saying what to install
     from tensorflow.python.framework import ops as tf_ops
 
-    tensorflow()
     status = {}
     for op_type in op_types:
         if op_type in ZERO_GRADIENT:

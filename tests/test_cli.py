@@ -268,3 +268,29 @@ def test_graph_def_where_a_saved_model_directory_is_expected(tmp_path):
     result = run_cli("rewrite", tmp_path, "--op", "Sign=ste", "-o", tmp_path / "out", expect=1)
     assert "holds a GraphDef, not a SavedModel" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("typed, meant", [("rewite", "rewrite"), ("inspect", "ops"), ("show", "ops")])
+def test_a_misspelt_command_gets_a_suggestion(typed, meant):
+    result = run_cli(typed, expect=2)
+    assert f"no such command '{typed}'. Did you mean '{meant}'?" in result.stderr
+
+
+def test_ctrl_c_exits_130_quietly(monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("graphgrad.cli.ops.summarize_files", interrupted)
+    result = run_cli("ops", fixture("binary_net.pb"), expect=130)
+    assert "Aborted" not in result.output and "Traceback" not in result.output
+
+
+def test_grad_status_without_tensorflow_is_one_line():
+    import subprocess
+    import sys
+
+    program = ("import sys; sys.modules['tensorflow'] = None; sys.argv = ['graphgrad', 'ops', sys.argv[1], "
+               "'--grad-status']; from graphgrad.cli import run; run()")
+    result = subprocess.run([sys.executable, "-c", program, fixture("binary_net.pb")], capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().startswith("graphgrad: error: this needs TensorFlow, which is not installed")

@@ -23,6 +23,10 @@ SUMMARIES = {
     "gradients": "List gradients: name, kind, parameters with defaults, formula, aliases.",
 }
 
+# Words users reach for, and the command that does it.
+ALIASES = {"inspect": "ops", "show": "ops", "list": "ops", "info": "ops", "patch": "rewrite", "override": "rewrite",
+           "undo": "reset", "remove": "reset", "compare": "diff", "verify": "check", "test": "check"}
+
 EXIT_CODES = """\b
 Exit codes:
   0  success
@@ -48,6 +52,16 @@ class GraphgradGroup(click.Group):
         module = importlib.import_module(f"{__package__}.{COMMANDS[name]}")
         return getattr(module, f"{COMMANDS[name]}_command")
 
+    def resolve_command(self, ctx, args):
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            import difflib  # only on this error path
+
+            close = [ALIASES[name]] if name in ALIASES else difflib.get_close_matches(name, COMMANDS, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise click.UsageError(f"no such command {name!r}.{hint} Commands: {', '.join(COMMANDS)}", ctx)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx, formatter):
         with formatter.section("Commands"):
             formatter.write_dl([(name, SUMMARIES[name]) for name in COMMANDS])
@@ -55,6 +69,8 @@ class GraphgradGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except (KeyboardInterrupt, click.Abort):  # Ctrl-C: quiet, and the shell's code for SIGINT
+            ctx.exit(130)
         except GraphgradError as failure:
             if ctx.meta.get("graphgrad.debug"):
                 traceback.print_exc()
