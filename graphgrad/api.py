@@ -114,6 +114,8 @@ def _target(path: str, output: OutputOptions) -> str | None:
         return path
     if not output.out:
         raise GraphgradError("say where to write: -o OUT, --in-place, or --dry-run")
+    if output.out == "-":
+        raise GraphgradError("-o - : graphgrad writes models to files, not to standard output; name a file")
     if same_model(path, output.out):
         raise ModelWriteError(f"output {output.out} is the input {path}; to overwrite it, use --in-place")
     return output.out

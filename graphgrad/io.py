@@ -335,6 +335,11 @@ def write_model(model: Model, out: str, encoding: str | None = None, sweep: bool
         return _atomic_write(out, data, sweep=sweep)
     out_dir = os.path.dirname(out) if os.path.basename(out) in SAVED_MODEL_FILES.values() else out
     out_dir = out_dir or "."
+    if out_dir == out and out.endswith(MODEL_SUFFIXES) and not os.path.isdir(out):
+        raise ModelWriteError(
+            f"cannot write {out}: a SavedModel is a directory, and {out} names a file; name a directory, "
+            f"e.g. -o {out.rsplit('.', 1)[0]}"
+        )
     filename = SAVED_MODEL_FILES[encoding]
     if model.root and _same_directory(out_dir, model.root):
         return _atomic_write(os.path.join(out_dir, filename), data, sweep=sweep)

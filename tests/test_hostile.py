@@ -228,3 +228,15 @@ def test_replacing_a_savedmodel_output_is_one_exchange(tmp_path, monkeypatch):
     run_cli("rewrite", fixture("saved_model"), "--op", "Pack=select(1)", "--force", "-o", out)
     assert calls == [True] and sorted(os.listdir(tmp_path)) == ["out"]  # swapped in one step, old copy gone
     assert "graphgrad/select(index=1)" in run_cli("ops", out).stdout
+
+
+def test_a_savedmodel_to_a_file_name_is_refused(tmp_path):
+    result = run_cli("rewrite", fixture("saved_model"), "--op", "Pack=select", "-o", tmp_path / "X.pb", expect=1)
+    assert "a SavedModel is a directory, and" in result.stderr and f"-o {tmp_path / 'X'}" in result.stderr
+    assert not os.listdir(tmp_path)
+
+
+def test_output_dash_is_refused_not_a_file_named_dash(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", "-", expect=1)
+    assert "not to standard output" in result.stderr and not os.listdir(tmp_path)

@@ -33,6 +33,7 @@ Exit codes:
   1  an error: a file that cannot be read or written, a bad gradient spec,
      a rule that selects nothing, an override that would be replaced without --force
   2  wrong usage (unknown option, missing argument)
+  130  interrupted (Ctrl-C)
   graphgrad diff: 0 equal, 1 different, 2 a file cannot be read
   graphgrad check: 0 every x gets a usable gradient, 1 otherwise, 2 usage errors
 """
