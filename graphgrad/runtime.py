@@ -37,8 +37,8 @@ def tensorflow():
         import tensorflow as tf
     except ImportError as error:
         raise TensorFlowMissingError(
-            f"this needs TensorFlow, which is not installed ({error}). To fix this, "
-            "pip install 'graphgrad[tf]' (or tensorflow / tensorflow-cpu / tf-nightly)"
+            f"this needs TensorFlow, which is not installed ({error}). To fix this, install one of "
+            "tensorflow, tensorflow-cpu or tf-nightly (only one: they write the same files)"
         ) from None
     return tf
 

@@ -294,3 +294,14 @@ def test_grad_status_without_tensorflow_is_one_line():
     result = subprocess.run([sys.executable, "-c", program, fixture("binary_net.pb")], capture_output=True, text=True)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().startswith("graphgrad: error: this needs TensorFlow, which is not installed")
+
+
+def test_shell_completion_offers_paths_after_output_options(monkeypatch):
+    from click.shell_completion import ShellComplete
+
+    from graphgrad.cli import main
+
+    for option in ("-o", "--out-dir", "--rules", "--gradients"):
+        completions = ShellComplete(main, {}, "graphgrad", "_GRAPHGRAD_COMPLETE").get_completions(
+            ["rewrite", "model.pb", option], "")
+        assert [item.type for item in completions] in (["file"], ["dir"]), option

@@ -1,6 +1,6 @@
-"""The README's examples, run as written (in this checkout, their /tmp files in a
-scratch folder): each prints what the README shows. The batch examples over a
-zoo/ folder are checked in test_batch."""
+"""The examples of the README and of the reference in docs/, run as written (in this
+checkout, their /tmp files in a scratch folder): each prints what the page shows.
+The batch examples over a zoo/ folder are checked in test_batch."""
 
 import difflib
 import os
@@ -15,9 +15,20 @@ from graphgrad.cli import main
 NEEDS_TENSORFLOW = ("check ", "--grad-status")
 
 
+# In the order they are read: later examples read what earlier ones wrote.
+PAGES = ["README.md"] + [os.path.join("docs", name) for name in (
+    "commands.md", "tensorflow-custom-gradients.md", "gradients.md", "batches.md", "python-api.md",
+    "function-calls.md", "performance.md", "design.md", "tests.md",
+)]
+
+
 def examples() -> list:
-    """``(command after "graphgrad", output shown)`` in README order."""
-    with open(os.path.join(ROOT, "README.md")) as stream:
+    """``(command after "graphgrad", output shown)`` of every page, in order."""
+    return [example for page in PAGES for example in page_examples(page)]
+
+
+def page_examples(page: str) -> list:
+    with open(os.path.join(ROOT, page)) as stream:
         lines = stream.read().splitlines()
     blocks, current = [], None
     for line in lines:
@@ -59,5 +70,13 @@ def test_the_readme_shows_what_its_commands_print(tmp_path, monkeypatch):
             diff = "\n".join(difflib.unified_diff(shown.splitlines(), printed.splitlines(), "README", "printed",
                                                   lineterm=""))
             mismatches.append(f"$ graphgrad {command}\n{diff}")
-    assert ran >= 15
+    assert ran >= 20
     assert not mismatches, "\n\n".join(mismatches)
+
+
+def test_every_page_of_the_reference_is_tested_and_linked():
+    pages = sorted(os.path.join("docs", name) for name in os.listdir(os.path.join(ROOT, "docs")))
+    assert sorted(PAGES[1:]) == pages
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    assert all(f"]({page})" in readme for page in pages)
+    assert len(readme.splitlines()) <= 300

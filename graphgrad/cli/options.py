@@ -34,7 +34,8 @@ encoding_option = click.option(
     "--output-encoding", "encoding", type=click.Choice(ENCODINGS),
     help="Write binary or text protobuf instead of the input's encoding.",
 )
-output_option = click.option("-o", "--output", "out", metavar="OUT", help="Write the result to OUT.")
+# click.Path types make shell completion offer paths there.
+output_option = click.option("-o", "--output", "out", metavar="OUT", type=click.Path(), help="Write the result to OUT.")
 in_place_option = click.option("--in-place", is_flag=True, help="Overwrite each MODEL (atomically).")
 dry_run_option = click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
 embed_option = click.option(
@@ -73,7 +74,8 @@ gradients_module_option = click.option(
 
 recursive_option = click.option("-r", "--recursive", is_flag=True, help="Search directories for models recursively.")
 out_dir_option = click.option(
-    "--out-dir", metavar="DIR", help="Write each result under DIR, mirroring the input tree.",
+    "--out-dir", metavar="DIR", type=click.Path(file_okay=False),
+    help="Write each result under DIR, mirroring the input tree.",
 )
 backup_option = click.option(
     "--backup", metavar="SUFFIX", help="With --in-place: keep each original as FILE+SUFFIX (e.g. .orig).",
