@@ -438,3 +438,9 @@ def test_check_says_when_a_random_feed_is_too_large(tmp_path, shape, args):
 def test_check_says_when_a_json_feed_nests_too_deeply():
     result = run_cli("check", fixture("binary_net.pb"), "--feed", "x=" + "[" * 30000 + "]" * 30000, expect=2)
     assert "nested too deeply; give a .npy file" in result.stderr
+
+
+def test_check_json_usage_error_is_one_document():
+    result = run_cli("check", fixture("binary_net.pb"), "--y", "nosuch", "--json", expect=2)
+    document = json.loads(result.stdout)
+    assert document["exit_code"] == 2 and "nosuch" in document["error"]

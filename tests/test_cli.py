@@ -305,3 +305,26 @@ def test_shell_completion_offers_paths_after_output_options(monkeypatch):
         completions = ShellComplete(main, {}, "graphgrad", "_GRAPHGRAD_COMPLETE").get_completions(
             ["rewrite", "model.pb", option], "")
         assert [item.type for item in completions] in (["file"], ["dir"]), option
+
+
+@pytest.mark.parametrize("args, exit_code", [
+    (["insert", "missing.pb", "--at", "a:0", "--grad", "ste", "--dry-run"], 1),
+    (["insert", fixture("binary_net.pb"), "--at", "nothing:0", "--grad", "ste", "--dry-run"], 1),
+    (["diff", "missing.pb", fixture("binary_net.pb")], 2),
+    (["rewrite", fixture("binary_net.pb"), "--op", "Sign=nosuch", "--dry-run"], 1),
+    (["rewrite", fixture("binary_net.pb"), "--dry-run"], 2),
+    (["reset", fixture("binary_net.pb")], 2),
+])
+def test_json_prints_one_error_document_when_the_command_fails(args, exit_code):
+    result = run_cli(*args, "--json", expect=exit_code)
+    document = json.loads(result.stdout)
+    assert document["exit_code"] == exit_code and document["error"]
+    assert document["error"] in result.stderr or document["error"].split(":")[0] in result.stderr
+
+
+@pytest.mark.parametrize("command", [["ops"], ["rewrite", "--op", "Sign=ste", "--dry-run"], ["reset", "--dry-run"]])
+def test_json_gives_each_failed_file_its_input_and_error(command):
+    result = run_cli(command[0], "missing.pb", fixture("binary_net.pb"), *command[1:], "--json", expect=1)
+    document = json.loads(result.stdout)
+    failed = document.get("errors") or [entry for entry in document["files"] if entry.get("error")]
+    assert [entry["input"] for entry in failed] == ["missing.pb"] and "cannot read missing.pb" in failed[0]["error"]

@@ -7,7 +7,7 @@ import click
 
 from ..check import CheckUsageError, check_model
 from . import options
-from .render import echo_json, error, table
+from .render import echo_json, fail, table
 
 
 @click.command("check")
@@ -56,8 +56,7 @@ def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects,
     try:
         report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects)
     except CheckUsageError as failure:
-        error(str(failure))
-        sys.exit(2)
+        fail(str(failure), 2)
     if as_json:
         echo_json(report)
     else:

@@ -7,7 +7,7 @@ import click
 from ..api import diff_files
 from ..errors import GraphgradError
 from . import options
-from .render import echo_json, error
+from .render import echo_json, fail
 
 
 @click.command("diff")
@@ -25,8 +25,7 @@ def diff_command(a, b, kind, as_json):
     try:
         difference = diff_files(a, b, kind)
     except GraphgradError as failure:
-        error(str(failure))
-        sys.exit(2)
+        fail(str(failure), 2)
     if as_json:
         echo_json({"a": a, "b": b, "equal": difference.equal, "difference": difference})
     else:

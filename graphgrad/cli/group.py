@@ -6,7 +6,7 @@ import traceback
 import click
 
 from ..errors import GraphgradError
-from .render import error
+from .render import error, json_error
 
 # command name -> module in graphgrad.cli; each is imported only when run (or listed).
 COMMANDS = {
@@ -76,7 +76,11 @@ class GraphgradGroup(click.Group):
             if ctx.meta.get("graphgrad.debug"):
                 traceback.print_exc()
             error(str(failure))
+            json_error(str(failure), 1)
             ctx.exit(1)
+        except click.UsageError as failure:
+            json_error(failure.format_message(), failure.exit_code)
+            raise
 
 
 @click.group(cls=GraphgradGroup, epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})

@@ -11,7 +11,17 @@ format_option = click.option(
     "--format", "kind", type=click.Choice(KINDS),
     help="Read every MODEL as this kind instead of detecting it from the content.",
 )
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+def _set_json(ctx, _param, value):
+    if value:
+        ctx.find_root().meta["graphgrad.json"] = True
+    return value
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, is_eager=True, callback=_set_json,
+    help='Print one JSON document for scripts, on every path: a failure of the whole command is '
+    '{"error": MESSAGE, "exit_code": N}, a failure of one file an "error" beside its "input".',
+)
 functions_option = click.option(
     "--functions/--no-functions", default=True, show_default=True,
     help="Include nodes inside function bodies (library.function), named FUNCTION/NODE.",

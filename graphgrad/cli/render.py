@@ -53,6 +53,21 @@ def error(message: str) -> None:
     click.echo(f"graphgrad: error: {message}", err=True)
 
 
+def fail(message: str, exit_code: int) -> None:
+    """End the command: the one-line error on stderr and, with --json, the one
+    error document on stdout (``{"error": MESSAGE, "exit_code": N}``)."""
+    error(message)
+    json_error(message, exit_code)
+    click.get_current_context().exit(exit_code)
+
+
+def json_error(message: str, exit_code: int) -> None:
+    """The --json document of a command that fails as a whole (nothing if not --json)."""
+    context = click.get_current_context(silent=True)
+    if context is not None and context.find_root().meta.get("graphgrad.json"):
+        echo_json({"error": message, "exit_code": exit_code})
+
+
 LISTED_NOTES = 5  # distinct notes; a zoo rewritten with --allow-missing repeats a few in every file
 
 
