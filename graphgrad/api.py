@@ -16,6 +16,7 @@ from .io import (
     SourceFile,
     same_model,
     backup_file,
+    make_directory,
     make_parent_directories,
     model_from_bytes,
     read_model,
@@ -217,6 +218,8 @@ def _batch(paths, output: OutputOptions, batch: BatchOptions, work, progress) ->
     """Plan, then run ``work`` on every item. ``progress(count)``, if given, is a
     context manager yielding a per-item callback (or None)."""
     items, problems = plan(paths, batch)
+    if batch.out_dir and items and not output.dry_run:
+        make_directory(batch.out_dir)  # one error for an unusable --out-dir, not one per file
     if output.out and len(items) + len(problems) > 1:
         raise GraphgradError(
             f"-o names one output, but {len(items) + len(problems)} models were given; use --out-dir or --in-place"

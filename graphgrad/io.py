@@ -818,7 +818,11 @@ def backup_file(path: str, suffix: str, sweep: bool = True) -> str:
 
 def make_parent_directories(path: str) -> None:
     """Create the directories ``path`` goes in (for --out-dir mirrors)."""
-    directory = os.path.dirname(os.path.abspath(path))
+    make_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def make_directory(directory: str) -> None:
+    """Create ``directory`` and its parents, unless they exist."""
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as error:

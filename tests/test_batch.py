@@ -379,3 +379,22 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     shown = terminal.getvalue()
     assert "rewriting" in shown and "3/3" in shown and "c.pb" in shown
     assert piped.getvalue() == ""
+
+
+def test_an_unusable_out_dir_is_one_error_not_one_per_file(tmp_path):
+    zoo = tmp_path / "zoo"
+    for name in ("a", "b"):
+        (zoo / name).mkdir(parents=True)
+        for index in range(3):
+            shutil.copy(fixture("binary_net.pb"), zoo / name / f"m{index}.pb")
+    (tmp_path / "blocker").write_text("a file where a directory should be")
+    result = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--out-dir", tmp_path / "blocker" / "out", expect=1)
+    assert result.stderr.count("\n") == 1 and "cannot create" in result.stderr and "Not a directory" in result.stderr
+
+
+def test_files_failing_for_one_cause_share_one_line(tmp_path):
+    for index in range(3):
+        (tmp_path / f"bad{index}.pb").write_bytes(b"x")
+    shutil.copy(fixture("binary_net.pb"), tmp_path / "good.pb")
+    result = run_cli("rewrite", tmp_path, "--op", "Sign=ste", "--dry-run", expect=1)
+    assert result.stderr.count("\n") == 1 and "3 files like this one:" in result.stderr

@@ -444,3 +444,14 @@ def test_check_json_usage_error_is_one_document():
     result = run_cli("check", fixture("binary_net.pb"), "--y", "nosuch", "--json", expect=2)
     document = json.loads(result.stdout)
     assert document["exit_code"] == 2 and "nosuch" in document["error"]
+
+
+def test_check_hides_tensorflows_log_lines_unless_verbose():
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "graphgrad", "check", fixture("binary_net.pb")]
+    quiet = subprocess.run(command, capture_output=True, text=True)
+    assert quiet.returncode == 1 and quiet.stderr == "" and "not ok" in quiet.stdout
+    verbose = subprocess.run(command + ["-v"], capture_output=True, text=True)
+    assert "oneDNN" in verbose.stderr or "absl" in verbose.stderr or "I0000" in verbose.stderr

@@ -328,3 +328,11 @@ def test_json_gives_each_failed_file_its_input_and_error(command):
     document = json.loads(result.stdout)
     failed = document.get("errors") or [entry for entry in document["files"] if entry.get("error")]
     assert [entry["input"] for entry in failed] == ["missing.pb"] and "cannot read missing.pb" in failed[0]["error"]
+
+
+def test_gradients_fits_eighty_columns_and_json_keeps_every_word():
+    listing = run_cli("gradients").stdout
+    assert max(map(len, listing.splitlines())) <= 80
+    entries = json.loads(run_cli("gradients", "--json").stdout)["gradients"]
+    guided = next(entry for entry in entries if entry["name"] == "guided_relu")
+    assert guided["op_types"] == ["Relu", "Relu6", "LeakyRelu", "Elu", "Selu"] and "\n" not in guided["formula"]

@@ -1,7 +1,9 @@
 """graphgrad check: verify and explain the gradients of a graph file (needs TensorFlow)."""
 
+import contextlib
 import os
 import sys
+import tempfile
 
 import click
 
@@ -33,10 +35,11 @@ from .render import echo_json, fail, table
 @click.option("--allow-effects", is_flag=True,
               help="Run the graph even if ops on the computed path act outside it (write files, save or restore "
               "checkpoints, run Python code); refused otherwise.")
+@click.option("-v", "--verbose", is_flag=True, help="Show TensorFlow's own log lines (hidden by default).")
 @options.format_option
 @options.json_option
 @options.debug_option
-def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects, kind, as_json):
+def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects, verbose, kind, as_json):
     """Compute dy/dx with TensorFlow and explain it: connected or not, None /
     zero / finite / NaN, the gradient blockers on the path with a ready fix,
     overrides that cannot take effect, and (for graphs with graphgrad
@@ -54,7 +57,8 @@ def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects,
             raise click.UsageError(f"--feed {text!r}: expected NAME=VALUE")
         given[name] = value
     try:
-        report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects)
+        with native_stderr_shown(verbose or click.get_current_context().meta.get("graphgrad.debug", False)):
+            report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects)
     except CheckUsageError as failure:
         fail(str(failure), 2)
     if as_json:
@@ -62,6 +66,27 @@ def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects,
     else:
         _render(report)
     sys.exit(0 if report.ok else 1)
+
+
+@contextlib.contextmanager
+def native_stderr_shown(show: bool):
+    """Hide what TensorFlow's C++ side writes to stderr while the block runs (absl's
+    pre-init warning, oneDNN and CPU-feature notices, grappler lines: they ignore
+    TF_CPP_MIN_LOG_LEVEL), or pass it through when ``show``. Python's own errors are
+    printed after the block, so they are never hidden."""
+    if show:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _render(report) -> None:

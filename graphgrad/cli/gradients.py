@@ -5,7 +5,7 @@ import click
 from ..gradients import REGISTRY
 from ..io import load_gradient_module
 from . import options
-from .render import echo_json, table
+from .render import echo_json
 
 
 @click.command("gradients")
@@ -43,11 +43,32 @@ def gradients_command(gradient_modules, as_json):
     if as_json:
         echo_json({"gradients": entries})
         return
-    rows = [["gradient", "kind", "formula", "aliases"]]
-    rows += [[e["signature"], e["kind"], e["formula"] + _meant_for(e["op_types"]), "; ".join(e["aliases"])]
-             for e in entries]
-    click.echo(table(rows, indent=""))
+    click.echo(_fitted([(e["signature"], e["kind"], _description(e)) for e in entries]))
 
 
-def _meant_for(op_types: list) -> str:
-    return f"  [only {', '.join(op_types)}]" if op_types else ""
+def _description(entry: dict) -> str:
+    text = entry["formula"]
+    if entry["op_types"]:
+        text += f"  [only {', '.join(entry['op_types'])}]"
+    if entry["aliases"]:
+        text += f"  (alias: {'; '.join(entry['aliases'])})"
+    return text
+
+
+def _fitted(rows) -> str:
+    """The listing as columns, its last one wrapped to the terminal's width (80 when
+    not a terminal); --json keeps every word on one line."""
+    import shutil
+    import sys
+    import textwrap
+
+    rows = [("gradient", "kind", "formula")] + rows
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    columns = shutil.get_terminal_size().columns if sys.stdout.isatty() else 80
+    room = max(30, columns - sum(widths) - 4)
+    lines = []
+    for name, kind, text in rows:
+        wrapped = textwrap.wrap(text, room) or [""]
+        lines.append(f"{name.ljust(widths[0])}  {kind.ljust(widths[1])}  {wrapped[0]}".rstrip())
+        lines += [" " * (sum(widths) + 4) + more for more in wrapped[1:]]
+    return "\n".join(lines)

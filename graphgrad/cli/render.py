@@ -106,9 +106,18 @@ def _render_table(results, summarize_report, notes_of) -> None:
     ))
     if notes_of:
         _render_notes(results, notes_of)
-    for result in results:
-        if result.error:
-            error(result.error)
+    _render_errors([result for result in results if result.error])
+
+
+def _render_errors(failed) -> None:
+    """One line per cause: files that failed with the same message (but for their
+    own path) share it, with their count."""
+    by_cause = {}
+    for result in failed:
+        by_cause.setdefault(result.error.replace(result.input, "\0"), []).append(result.input)
+    for cause, inputs in by_cause.items():
+        message = cause.replace("\0", inputs[0])
+        error(message if len(inputs) == 1 else f"{len(inputs)} files like this one: {message}")
 
 
 def _render_notes(results, notes_of) -> None:
