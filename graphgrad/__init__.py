@@ -16,7 +16,8 @@ _EXPORTS = {
     "edit": ["rename_functions"],
     "errors": [
         "GraphgradError", "ModelReadError", "ModelWriteError", "RegistryError", "SelectionError",
-        "SpecError", "TensorFlowMissingError", "UnresolvedGradientsError", "UnroutedCallsWarning",
+        "RuleSyntaxError", "SpecError", "TensorFlowMissingError", "UnresolvedGradientsError", "UnroutedCallsWarning",
+        "UsageError",
     ],
     "gradients": ["REGISTRY", "gradient"],
     "io": ["load_gradient_module", "read_model", "serialize", "write_model"],

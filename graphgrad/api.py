@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from .batch import BatchOptions, Item, plan, run, sweep, with_output
-from .errors import GraphgradError, ModelWriteError
+from .errors import GraphgradError, ModelWriteError, UsageError
 from .io import (
     SourceFile,
     same_model,
@@ -114,9 +114,9 @@ def _target(path: str, output: OutputOptions) -> str | None:
     if output.in_place:
         return path
     if not output.out:
-        raise GraphgradError("say where to write: -o OUT, --in-place, or --dry-run")
+        raise UsageError("say where to write: -o OUT, --in-place, or --dry-run")
     if output.out == "-":
-        raise GraphgradError("-o - : graphgrad writes models to files, not to standard output; name a file")
+        raise UsageError("-o - : graphgrad writes models to files, not to standard output; name a file")
     if same_model(path, output.out):
         raise ModelWriteError(f"output {output.out} is the input {path}; to overwrite it, use --in-place")
     return output.out
@@ -221,7 +221,7 @@ def _batch(paths, output: OutputOptions, batch: BatchOptions, work, progress) ->
     if batch.out_dir and items and not output.dry_run:
         make_directory(batch.out_dir)  # one error for an unusable --out-dir, not one per file
     if output.out and len(items) + len(problems) > 1:
-        raise GraphgradError(
+        raise UsageError(
             f"-o names one output, but {len(items) + len(problems)} models were given; use --out-dir or --in-place"
         )
     sweep(items, output)

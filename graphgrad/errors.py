@@ -9,6 +9,11 @@ class GraphgradError(Exception):
     """Root of every error graphgrad raises on purpose."""
 
 
+class UsageError(GraphgradError):
+    """The call itself is wrong (where to write, how a rule is spelt): exit code 2
+    at the command line, like click's own usage errors."""
+
+
 class ModelReadError(GraphgradError):
     """A model file or directory could not be read or recognised."""
 
@@ -27,6 +32,10 @@ class RegistryError(GraphgradError):
 
 class SelectionError(GraphgradError):
     """A rule selects nothing, or rules contradict each other or the graph."""
+
+
+class RuleSyntaxError(SelectionError, UsageError):
+    """A rule is not spelt ``KEY=GRADIENT``."""
 
 
 class TensorFlowMissingError(GraphgradError, ImportError):

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from .errors import SelectionError, SpecError
+from .errors import RuleSyntaxError, SelectionError, SpecError
 from .spec import CUSTOM_GRADIENT, GradientSpec, parse_spec
 
 OP = "op"
@@ -92,7 +92,7 @@ def parse_rule(selector: str, text: str) -> Rule:
     key = key.strip()
     if not separator or not key or not spec.strip():
         example = "Sign=ste" if selector == OP else "'encoder/*/Sign=ste'"
-        raise SelectionError(f"--{selector} {text!r}: expected KEY=GRADIENT, e.g. --{selector} {example}")
+        raise RuleSyntaxError(f"--{selector} {text!r}: expected KEY=GRADIENT, e.g. --{selector} {example}")
     return Rule(selector, key, parse_spec(spec))
 
 

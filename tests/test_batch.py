@@ -281,7 +281,7 @@ def test_bad_rules_files(tmp_path, text, message):
 
 
 def test_destination_usage_errors(zoo, tmp_path):
-    result = run_cli("rewrite", zoo / "team_a", "-r", "--op", "Sign=ste", "-o", tmp_path / "x.pb", expect=1)
+    result = run_cli("rewrite", zoo / "team_a", "-r", "--op", "Sign=ste", "-o", tmp_path / "x.pb", expect=2)
     assert "use --out-dir or --in-place" in result.stderr
     result = run_cli("rewrite", zoo, "--op", "Sign=ste", "--backup", ".orig", "--dry-run", expect=2)
     assert "--backup goes with --in-place" in result.stderr

@@ -336,3 +336,12 @@ def test_gradients_fits_eighty_columns_and_json_keeps_every_word():
     entries = json.loads(run_cli("gradients", "--json").stdout)["gradients"]
     guided = next(entry for entry in entries if entry["name"] == "guided_relu")
     assert guided["op_types"] == ["Relu", "Relu6", "LeakyRelu", "Elu", "Selu"] and "\n" not in guided["formula"]
+
+
+@pytest.mark.parametrize("args", [
+    ["rewrite", fixture("binary_net.pb"), "--op", "Sign", "--dry-run"],
+    ["rewrite", fixture("binary_net.pb"), fixture("dense_net.pb"), "--op", "Sign=ste", "-o", "x.pb"],
+    ["rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "-o", "-"],
+])
+def test_usage_mistakes_exit_2(args):
+    assert run_cli(*args, expect=2).stderr.count("\n") >= 1

@@ -238,5 +238,5 @@ def test_a_savedmodel_to_a_file_name_is_refused(tmp_path):
 
 def test_output_dash_is_refused_not_a_file_named_dash(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", "-", expect=1)
+    result = run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", "-", expect=2)
     assert "not to standard output" in result.stderr and not os.listdir(tmp_path)

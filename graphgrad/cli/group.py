@@ -5,7 +5,7 @@ import traceback
 
 import click
 
-from ..errors import GraphgradError
+from ..errors import GraphgradError, UsageError
 from .render import error, json_error
 
 # command name -> module in graphgrad.cli; each is imported only when run (or listed).
@@ -32,7 +32,8 @@ Exit codes:
   0  success
   1  an error: a file that cannot be read or written, a bad gradient spec,
      a rule that selects nothing, an override that would be replaced without --force
-  2  wrong usage (unknown option, missing argument)
+  2  wrong usage (unknown option, missing argument, a rule not spelt KEY=GRADIENT,
+     -o for several models)
   130  interrupted (Ctrl-C)
   graphgrad diff: 0 equal, 1 different, 2 a file cannot be read
   graphgrad check: 0 every x gets a usable gradient, 1 otherwise, 2 usage errors
@@ -75,9 +76,10 @@ class GraphgradGroup(click.Group):
         except GraphgradError as failure:
             if ctx.meta.get("graphgrad.debug"):
                 traceback.print_exc()
+            code = 2 if isinstance(failure, UsageError) else 1  # the one place exit codes are decided
             error(str(failure))
-            json_error(str(failure), 1)
-            ctx.exit(1)
+            json_error(str(failure), code)
+            ctx.exit(code)
         except click.UsageError as failure:
             json_error(failure.format_message(), failure.exit_code)
             raise

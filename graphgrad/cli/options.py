@@ -120,6 +120,8 @@ def make_output(out, in_place, dry_run, encoding, out_dir=None, backup=None) -> 
         raise click.UsageError("say where to write: exactly one of -o OUT, --out-dir DIR, --in-place, --dry-run")
     if backup and not in_place:
         raise click.UsageError("--backup goes with --in-place")
+    if out == "-":
+        raise click.UsageError("-o - : graphgrad writes models to files, not to standard output; name a file")
     return OutputOptions(out=out, in_place=in_place, dry_run=dry_run, encoding=encoding, backup=backup)
 
 
