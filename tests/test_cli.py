@@ -345,3 +345,11 @@ def test_gradients_fits_eighty_columns_and_json_keeps_every_word():
 ])
 def test_usage_mistakes_exit_2(args):
     assert run_cli(*args, expect=2).stderr.count("\n") >= 1
+
+
+def test_quiet_prints_errors_only(tmp_path):
+    (tmp_path / "bad.pb").write_bytes(b"x")
+    shutil.copy(fixture("binary_net.pb"), tmp_path / "good.pb")
+    result = run_cli("rewrite", tmp_path, "--op", "Sign=ste", "--dry-run", "-q", expect=1)
+    assert result.stdout == "" and result.stderr.count("\n") == 1 and "bad.pb" in result.stderr
+    assert run_cli("reset", tmp_path / "good.pb", "--dry-run", "-q").output == ""

@@ -100,6 +100,9 @@ rules_file_option = click.option(
 )
 
 
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="Print errors only (the exit code says the rest).")
+
+
 def output_options(command):
     """-o / --in-place / --dry-run / --output-encoding, for commands that write a model."""
     for option in reversed((output_option, in_place_option, dry_run_option, encoding_option)):
@@ -109,7 +112,7 @@ def output_options(command):
 
 def batch_output_options(command):
     """output_options plus --out-dir, --backup, -r and -j, for commands over many models."""
-    for option in reversed((out_dir_option, backup_option, recursive_option, jobs_option)):
+    for option in reversed((out_dir_option, backup_option, recursive_option, jobs_option, quiet_option)):
         command = option(command)
     return output_options(command)
 

@@ -149,10 +149,12 @@ def progress_bar(count: int, label: str):
         yield lambda item: bar.update(1, item.path)
 
 
-def finish_batch(results, as_json: bool, render_report, summarize_report, notes_of=None) -> None:
-    """Print a batch's results (JSON or text); exit 1 if any file failed."""
+def finish_batch(results, as_json: bool, render_report, summarize_report, notes_of=None, quiet: bool = False) -> None:
+    """Print a batch's results (JSON or text; ``quiet``: errors only); exit 1 if any file failed."""
     if as_json:
         echo_json({"files": results})
+    elif quiet:
+        _render_errors([result for result in results if result.error])
     else:
         render_change_results(results, render_report, summarize_report, notes_of)
     if any(result.error for result in results):

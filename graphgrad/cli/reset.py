@@ -20,7 +20,7 @@ from .render import finish_batch, in_graph, progress_bar
 @options.format_option
 @options.json_option
 @options.debug_option
-def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out_dir, backup, recursive, jobs,
+def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out_dir, backup, recursive, jobs, quiet,
                   functions, kind, as_json):
     """Remove overrides (all, or of the selected nodes) and undo graphgrad's
     inserted and embedded nodes, restoring the original wiring."""
@@ -28,7 +28,7 @@ def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs)
     progress = partial(progress_bar, label="resetting")
     results = reset_files(list(models), ResetOptions(op_types, globs, functions), output, kind, batch, progress)
-    finish_batch(results, as_json, _render_report, _summarize_report)
+    finish_batch(results, as_json, _render_report, _summarize_report, quiet=quiet)
 
 
 def _summarize_report(report) -> str:

@@ -31,7 +31,7 @@ from .render import finish_batch, in_graph, progress_bar, table
 @options.json_option
 @options.debug_option
 def rewrite_command(models, op_rules, node_rules, rules_files, repair, match, exclude, out, in_place, dry_run,
-                    encoding, out_dir, backup, recursive, jobs, embed, force, allow_missing, functions, kind,
+                    encoding, out_dir, backup, recursive, jobs, quiet, embed, force, allow_missing, functions, kind,
                     gradient_modules, as_json):
     """Set the gradient of selected nodes (their _gradient_op_type attribute).
 
@@ -69,7 +69,8 @@ def rewrite_command(models, op_rules, node_rules, rules_files, repair, match, ex
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs, gradient_modules=gradient_modules)
     progress = partial(progress_bar, label="rewriting")
     results = rewrite_files(list(models), rewrite_options, output, kind, batch, progress)
-    finish_batch(results, as_json, _render_report, _summarize_report, notes_of=lambda report: report.notes)
+    finish_batch(results, as_json, _render_report, _summarize_report, notes_of=lambda report: report.notes,
+                 quiet=quiet)
 
 
 def _summarize_report(report) -> str:
