@@ -353,3 +353,9 @@ def test_quiet_prints_errors_only(tmp_path):
     result = run_cli("rewrite", tmp_path, "--op", "Sign=ste", "--dry-run", "-q", expect=1)
     assert result.stdout == "" and result.stderr.count("\n") == 1 and "bad.pb" in result.stderr
     assert run_cli("reset", tmp_path / "good.pb", "--dry-run", "-q").output == ""
+
+
+def test_version():
+    import graphgrad
+
+    assert run_cli("--version").stdout.strip() == f"graphgrad, version {graphgrad.__version__}"

@@ -91,3 +91,24 @@ def _without_user_gradients(listing: str) -> str:
         if not skipping:
             kept.append(line)
     return "\n".join(kept)
+
+
+def test_the_readme_walkthrough_loads_as_written(tmp_path, monkeypatch):
+    """Its Python block, after the commands it follows, in TF1 and TF2 (needs TensorFlow)."""
+    import contextlib
+    import io
+
+    import pytest
+
+    pytest.importorskip("tensorflow", reason="needs TensorFlow: pip install -e '.[test]'")
+    monkeypatch.chdir(ROOT)
+    readme = open(os.path.join(ROOT, "README.md")).read().replace("/tmp/", f"{tmp_path}/")
+    for command in ("rewrite fixtures/binary_net.pb --op Sign=ste -o /tmp/walkthrough.pb",
+                    "rewrite fixtures/tf2_saved_model --op Sign=ste -o /tmp/walkthrough_tf2"):
+        assert f"graphgrad {command}" in open(os.path.join(ROOT, "README.md")).read()
+        CliRunner().invoke(main, shlex.split(command.replace("/tmp/", f"{tmp_path}/")), catch_exceptions=False)
+    (block,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block, "README.md", "exec"), {})  # the README's own example, in this test process
+    assert printed.getvalue().strip() == "[[2. 0. 2.]]"
