@@ -86,7 +86,7 @@ class GraphgradGroup(click.Group):
 
 
 @click.group(cls=GraphgradGroup, epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="graphgrad")
+@click.version_option(package_name="graphgrad", prog_name="graphgrad")
 def main():
     """Custom gradients for TensorFlow graphs that already exist.
 
