@@ -14,6 +14,7 @@ TensorFlow is imported inside functions only, as in the runtime.
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
@@ -171,6 +172,7 @@ def trap_notes(graph_def) -> list[str]:
 FEED_LIMIT = 1 << 30
 
 SERVING_DEFAULT = "serving_default"  # tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+LISTED_OUTPUTS = 5  # a learner graph has hundreds of unread float tensors
 
 
 def _only_output(graph, model: Model, tags: list | None) -> str:
@@ -188,9 +190,10 @@ def _only_output(graph, model: Model, tags: list | None) -> str:
         candidates = [tensor for node, _ in ends for tensor in graph.get_operation_by_name(node).outputs]
     floating = list(dict.fromkeys(t.name.removesuffix(":0") for t in candidates if _floating(t.dtype)))
     if len(floating) != 1:
-        listed = f": {', '.join(floating)}" if floating else ""
+        listed = f": {first_names(floating, LISTED_OUTPUTS)}" if floating else ""
+        every = f"; to list them all: graphgrad ops {model.path} --json" if len(floating) > LISTED_OUTPUTS else ""
         raise CheckUsageError(f"name the tensor to differentiate with --y; the model has {len(floating)} "
-                              f"floating-point outputs{listed}")
+                              f"floating-point outputs{listed}{every}")
     return floating[0]
 
 
@@ -246,17 +249,38 @@ def _load(model: Model, tags: list | None):
     session = tf.compat.v1.Session(graph=graph)
     with graph.as_default():
         try:
+            # Devices are cleared, as import_meta_graph(clear_devices=True) does: a graph
+            # written for a cluster (/job:learner/...) names devices this process has not.
             if model.kind == GRAPHDEF:
-                tf.compat.v1.import_graph_def(_tf_message(tf.compat.v1.GraphDef, model.message), name="")
+                graph_def = _tf_message(tf.compat.v1.GraphDef, model.message)
+                for node in graph_def.node:
+                    node.device = ""
+                tf.compat.v1.import_graph_def(graph_def, name="")
             elif model.kind == METAGRAPH:
-                tf.compat.v1.train.import_meta_graph(_tf_message(tf.compat.v1.MetaGraphDef, model.message))
+                tf.compat.v1.train.import_meta_graph(_tf_message(tf.compat.v1.MetaGraphDef, model.message),
+                                                     clear_devices=True)
                 session.run(tf.compat.v1.global_variables_initializer())
             else:
                 _load_saved_model(tf, session, model, tags)
-        except (ValueError, tf.errors.OpError) as error:  # TF's words, without its traceback
-            message = (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
-            raise GraphgradError(f"TensorFlow cannot load {model.path}: {message}") from None
+        except (ValueError, tf.errors.OpError) as error:
+            raise GraphgradError(f"TensorFlow cannot load {model.path}: {tensorflow_says(error)}") from None
     return graph, session, unresolved, routed
+
+
+# Lines of TensorFlow's errors that say where, not what: its own header, and the
+# Python stack of the op's definition it embeds.
+_TF_NOISE = re.compile(r"(Graph execution error:|Detected at node .* defined at|File \"|\[\[|Traceback|Original stack)")
+
+
+def tensorflow_says(error, limit: int = 400) -> str:
+    """TensorFlow's reason for ``error`` in one line: the node and what is wrong,
+    without the header and the stack it embeds ("Graph execution error:" alone
+    says nothing)."""
+    text = (getattr(error, "message", None) or str(error)).strip()
+    lines = [line.strip() for line in text.splitlines()]
+    kept = [line for line in lines if line and not _TF_NOISE.match(line)]
+    said = "; ".join(kept) or (lines[0] if lines else type(error).__name__)
+    return said if len(said) <= limit else said[:limit - 3] + "..."
 
 
 def _load_saved_model(tf, session, model: Model, tags: list) -> None:
@@ -271,7 +295,7 @@ def _load_saved_model(tf, session, model: Model, tags: list) -> None:
         def get_meta_graph_def_from_tags(self, _tags):
             return meta_graph_def
 
-    InMemoryLoader(model.root).load(session, tags)
+    InMemoryLoader(model.root).load(session, tags, clear_devices=True)
 
 
 def _meta_graph(model: Model, tags: list):
@@ -448,8 +472,7 @@ def _gradient(session, name, x, y, feed) -> Gradient:
                 return Gradient(name, connected, "none")
             value = session.run(tf.convert_to_tensor(grad), feed)
         except (LookupError, ValueError, tf.errors.OpError) as error:
-            message = (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
-            return Gradient(name, connected, "error", error="TensorFlow says: " + message.split(". ")[0])
+            return Gradient(name, connected, "error", error="TensorFlow says: " + tensorflow_says(error))
         except AttributeError:
             if not any(op.type in _V1_LOOP_OPS for op in session.graph.get_operations()):
                 raise

@@ -455,3 +455,39 @@ def test_check_hides_tensorflows_log_lines_unless_verbose():
     assert quiet.returncode == 1 and quiet.stderr == "" and "not ok" in quiet.stdout
     verbose = subprocess.run(command + ["-v"], capture_output=True, text=True)
     assert "oneDNN" in verbose.stderr or "absl" in verbose.stderr or "I0000" in verbose.stderr
+
+
+def test_tensorflows_reason_is_shown_not_its_header():
+    from graphgrad.check import tensorflow_says
+
+    class Failure(Exception):
+        message = ("Graph execution error:\n\nDetected at node 'steps' defined at (most recent call last):\n"
+                   "  File \"train.py\", line 3, in <module>\nNode: 'steps'\nCannot assign a device for operation "
+                   "steps: was explicitly assigned to /job:learner/task:0/device:CPU:*\n\t [[steps]]")
+
+    said = tensorflow_says(Failure())
+    assert said.startswith("Node: 'steps'; Cannot assign a device for operation steps") and "File" not in said
+
+
+def test_devices_written_for_a_cluster_are_cleared(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:learner/task:0/device:CPU:0"):
+        x = v1.placeholder(tf.float32, [3], name="x")
+        tf.identity(x * 2.0, name="y")
+    path = tmp_path / "learner.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    report = check_json(path, "--y", "y", expect=0)
+    assert report["gradients"][0]["status"] == "finite"
+
+
+def test_many_outputs_are_named_in_a_few_with_the_count(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [3], name="x")
+        for index in range(12):
+            tf.identity(x * float(index), name=f"out{index}")
+    path = tmp_path / "many.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    result = run_cli("check", path, expect=2)
+    assert "has 12 floating-point outputs" in result.stderr and "(+7 more)" in result.stderr
+    assert f"to list them all: graphgrad ops {path} --json" in result.stderr
