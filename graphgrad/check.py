@@ -26,7 +26,9 @@ from .effects import effects_in
 from .functions import first_names, function_bodies, function_calls
 from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
-from .runtime import is_registered, overrides_in, register_gradients, route_calls_in, tensorflow
+from .runtime import (
+    holds_tf1_loops, is_registered, overrides_in, register_gradients, route_calls_in, tensorflow, tf1_control_flow,
+)
 from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
 from .summary import bodies_of, graph_ends
 from .surgery import ResetOptions, reset_model
@@ -278,7 +280,8 @@ def tensorflow_says(error, limit: int = 400) -> str:
     says nothing)."""
     text = (getattr(error, "message", None) or str(error)).strip()
     lines = [line.strip() for line in text.splitlines()]
-    kept = [line for line in lines if line and not _TF_NOISE.match(line)]
+    # The first sentence of each line: the rest is TensorFlow's general advice.
+    kept = [line.split(". ")[0] for line in lines if line and not _TF_NOISE.match(line)]
     said = "; ".join(kept) or (lines[0] if lines else type(error).__name__)
     return said if len(said) <= limit else said[:limit - 3] + "..."
 
@@ -452,7 +455,6 @@ def _value(text: str, dtype):
 
 # TF1 while loops: tf.gradients needs their WhileContext, which a MetaGraphDef keeps in
 # a collection and a GraphDef loses (TensorFlow then fails with an AttributeError).
-_V1_LOOP_OPS = ("Enter", "RefEnter")
 _V1_LOOP_MESSAGE = (
     "TensorFlow cannot differentiate the TF1 while loops (Enter/Exit ops) of a GraphDef: their "
     "gradient needs the loop context that only a MetaGraphDef or SavedModel keeps. To fix this, "
@@ -465,7 +467,7 @@ def _gradient(session, name, x, y, feed) -> Gradient:
 
     tf = tensorflow()
     connected = x.op in _ancestors([y])
-    with session.graph.as_default():
+    with session.graph.as_default(), tf1_control_flow(session.graph):
         try:
             [grad] = tf.compat.v1.gradients(y, x)
             if grad is None:
@@ -474,7 +476,7 @@ def _gradient(session, name, x, y, feed) -> Gradient:
         except (LookupError, ValueError, tf.errors.OpError) as error:
             return Gradient(name, connected, "error", error="TensorFlow says: " + tensorflow_says(error))
         except AttributeError:
-            if not any(op.type in _V1_LOOP_OPS for op in session.graph.get_operations()):
+            if not holds_tf1_loops(session.graph):
                 raise
             return Gradient(name, connected, "error", error=_V1_LOOP_MESSAGE)
     value = np.asarray(value, dtype=np.float64)

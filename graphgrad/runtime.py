@@ -8,6 +8,7 @@ under the exact ``_gradient_op_type`` value, once per process.
 import logging
 import threading
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
@@ -455,17 +456,56 @@ def import_graph_def(graph_def_or_path, **kwargs):
     if not isinstance(graph_def, tf.compat.v1.GraphDef):
         graph_def = tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())
     try:
-        return _import(tf, graph_def, meta, kwargs)
+        imported = _import(tf, graph_def, meta, kwargs)
     except ValueError as error:
         if "_output_shapes" not in str(error):
             raise
-    warnings.warn(
-        "graphgrad.import_graph_def: TensorFlow refused the graph's _output_shapes hints as stale "
-        "(old TF1 checkpoints carry them); imported without them", stacklevel=2,
-    )
-    for node in graph_def.node:
-        node.attr.pop("_output_shapes", None)
-    return _import(tf, graph_def, meta, kwargs)
+        warnings.warn(
+            "graphgrad.import_graph_def: TensorFlow refused the graph's _output_shapes hints as stale "
+            "(old TF1 checkpoints carry them); imported without them", stacklevel=2,
+        )
+        for node in graph_def.node:
+            node.attr.pop("_output_shapes", None)
+        imported = _import(tf, graph_def, meta, kwargs)
+    _use_tf1_control_flow(tf, tf.compat.v1.get_default_graph())
+    return imported
+
+
+TF1_LOOP_OPS = ("Enter", "RefEnter")  # control flow v1: a while loop's frame starts at these
+
+
+def holds_tf1_loops(graph) -> bool:
+    """Whether a built ``tf.Graph`` holds TF1 while loops (control flow v1)."""
+    return any(op.type in TF1_LOOP_OPS for op in graph.get_operations())
+
+
+@contextmanager
+def tf1_control_flow(graph):
+    """Build gradients of ``graph`` with control flow v2 off while the block runs,
+    if the graph holds TF1 loops: TensorFlow differentiates their TensorArrays only
+    so (with v2 on, tensor_array_grad fails on ``assert handle is None``). The
+    process's setting is restored afterwards."""
+    tf = tensorflow()
+    if not (holds_tf1_loops(graph) and tf.compat.v1.control_flow_v2_enabled()):
+        yield
+        return
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        yield
+    finally:
+        tf.compat.v1.enable_control_flow_v2()
+
+
+def _use_tf1_control_flow(tf, graph) -> None:
+    """After importing TF1 loops into ``graph``: turn control flow v2 off for the
+    process (the gradients the caller builds next need it), and say so once."""
+    if holds_tf1_loops(graph) and tf.compat.v1.control_flow_v2_enabled():
+        tf.compat.v1.disable_control_flow_v2()
+        warnings.warn(
+            "graphgrad.import_graph_def: the graph holds TF1 while loops, whose gradients TensorFlow builds only "
+            "with control flow v2 off; it is now off in this process (tf.compat.v1.enable_control_flow_v2() "
+            "turns it back on)", stacklevel=3,
+        )
 
 
 # Collections in which a MetaGraphDef keeps its TF1 loops' and conditionals' contexts.

@@ -54,3 +54,13 @@ def dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     return process.pid
+
+
+@pytest.fixture(autouse=True)
+def control_flow_v2_restored():
+    """graphgrad.import_graph_def turns control flow v2 off for graphs with TF1 loops,
+    process-wide (as it says): each test gets it back as TensorFlow sets it."""
+    yield
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "compat") and not tf.compat.v1.control_flow_v2_enabled():
+        tf.compat.v1.enable_control_flow_v2()

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from conftest import fixture, run_cli
-from tf_helpers import tf, v1
+from tf_helpers import gradients, tf, v1
+
+import graphgrad
 
 
 def save(tmp_path, graph, name="g.pb"):
@@ -491,3 +493,40 @@ def test_many_outputs_are_named_in_a_few_with_the_count(tmp_path):
     result = run_cli("check", path, expect=2)
     assert "has 12 floating-point outputs" in result.stderr and "(+7 more)" in result.stderr
     assert f"to list them all: graphgrad ops {path} --json" in result.stderr
+
+
+def rnn_reference(x):
+    """dy/dx of the tf1_rnn.meta fixture, by central differences in float64."""
+    w = np.array([[0.5, -0.2], [0.1, 0.3], [-0.4, 0.2]])
+
+    def forward(x):
+        h, total = np.zeros((2, 2)), 0.0
+        for t in range(5):
+            h = np.tanh(x[t] @ w + h)
+            total += h.sum()
+        return total
+
+    gradient, step = np.zeros_like(x), 1e-6
+    for index in np.ndindex(x.shape):
+        shifted = np.zeros_like(x)
+        shifted[index] = step
+        gradient[index] = (forward(x + shifted) - forward(x - shifted)) / (2 * step)
+    return gradient
+
+
+def test_check_differentiates_a_tf1_recurrent_net(tmp_path):
+    x = np.random.default_rng(3).standard_normal((5, 2, 3))
+    np.save(tmp_path / "x.npy", x.astype(np.float32))
+    report = check_json(fixture("tf1_rnn.meta"), "--y", "y", "--feed", f"x={tmp_path / 'x.npy'}", expect=0)
+    assert report["gradients"][0]["status"] == "finite"
+    np.testing.assert_allclose(report["gradients"][0]["norm"], np.linalg.norm(rnn_reference(x)), rtol=1e-4)
+    assert tf.compat.v1.control_flow_v2_enabled()  # the process's setting, restored
+
+
+def test_import_graph_def_of_a_tf1_recurrent_net_is_differentiable():
+    x = np.random.default_rng(4).standard_normal((5, 2, 3))
+    graph = tf.Graph()
+    with graph.as_default(), pytest.warns(UserWarning, match="control flow v2 off"):
+        graphgrad.import_graph_def(fixture("tf1_rnn.meta"), name="")
+    [gradient] = gradients(graph, "y:0", "x:0", {"x:0": x.astype(np.float32)})
+    np.testing.assert_allclose(gradient, rnn_reference(x), rtol=1e-4, atol=1e-5)
