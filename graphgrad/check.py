@@ -88,6 +88,8 @@ class CheckReport:
     routed_calls: list = field(default_factory=list)  # call ops differentiated through their bodies (``call``)
     without_overrides: list = field(default_factory=list)  # Gradient, when the graph has overrides
     feeds: dict = field(default_factory=dict)  # placeholder -> "given" / "random <dtype> <shape>"
+    defaults: list = field(default_factory=list)  # PlaceholderWithDefault inputs left at their defaults
+    intended_stops: list = field(default_factory=list)  # StopGradients a library puts there on purpose
     summed_softmax: SummedSoftmax | None = None  # y is a softmax, differentiated whole
     notes: list = field(default_factory=list)  # patterns that make an override do what was not meant
 
@@ -139,7 +141,9 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = _surrogates(graph)
         context = _Context(unresolved, path, _graph_def(model, chosen))
-        report.blockers = _blockers(x_tensors, y_tensor, float_path, surrogates, context)
+        blockers = _blockers(x_tensors, y_tensor, float_path, surrogates, context)
+        report.blockers = [blocker for blocker in blockers if not _INTENDED_STOP.search(blocker.node)]
+        report.intended_stops = [blocker.node for blocker in blockers if _INTENDED_STOP.search(blocker.node)]
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
         report.idle_overrides = _idle_overrides(loaded, float_path)
@@ -168,6 +172,11 @@ def trap_notes(graph_def) -> list[str]:
         notes += sign_notes(nodes, lambda name: graphgrad_spec(overrides[name]), prefix)
     return notes
 
+
+DEFAULTED = "PlaceholderWithDefault"
+# tf.nn.moments (batch and layer normalisation) stops the gradient through the mean
+# it subtracts in the variance: on purpose, not a blocker to override.
+_INTENDED_STOP = re.compile(r"(\A|/)moments/StopGradient(_\d+)?\Z")
 
 # The most a random feed may take: a placeholder [40000, 40000] or --batch 10**12 is
 # a mistake to say, not a MemoryError to raise.
@@ -408,8 +417,14 @@ def _feeds(graph, y, xs, given, batch, seed, report):
         tensor = _tensor(graph, name)
         feed[tensor] = _value(value, tensor.dtype.as_numpy_dtype)
         report.feeds[tensor.name] = "given"
+    chosen = {x.op for x in xs}
     for op in sorted(_ancestors([y] + list(xs)), key=lambda op: op.name):
-        if op.type != "Placeholder" or op.outputs[0] in feed:
+        if op.outputs and op.outputs[0] in feed:
+            continue
+        if op.type == DEFAULTED and op not in chosen:  # an x is fed even when it has a default
+            report.defaults.append(op.name)
+            continue
+        if op.type != "Placeholder" and not (op.type == DEFAULTED and op in chosen):
             continue
         tensor = op.outputs[0]
         shape = [batch if d is None else d for d in (tensor.shape.as_list() if tensor.shape.rank is not None else [])]

@@ -14,7 +14,7 @@ from .functions import first_names, graph_calls_into_overrides, saved_gradients,
 from .model import Model, iter_nodes
 from .select import DANGLING, op_types_needed, select_nodes
 from .spec import CUSTOM_GRADIENT
-from .traps import SIGN, graphgrad_spec, looks_at_x, scopes_of, sign_notes
+from .traps import SIGN, graphgrad_spec, looks_at_x, no_gradient_notes, scopes_of, sign_notes
 
 
 @dataclass(frozen=True)
@@ -281,6 +281,7 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
         for label, graph_def in result.graphs() for name in graph_calls_into_overrides(graph_def)
     ]
     report.notes += [unrouted_calls_note(calls)] if calls else []
+    report.notes += no_gradient_notes(report.by_op_type)
     if changes_signs(report):
         for label, graph_def in result.graphs():
             for prefix, nodes in scopes_of(graph_def):

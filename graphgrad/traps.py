@@ -4,6 +4,7 @@ Pure functions over nodes with ``name``, ``op`` and ``input`` (NodeDefs, or the
 cut-down heads of :mod:`graphgrad.partial`), shared by ``rewrite`` and ``check``.
 """
 
+import re
 from itertools import chain
 
 from .errors import SpecError
@@ -82,3 +83,21 @@ def shifted_sign_notes(signs, shifted: set, spec_of, where: str = "") -> list[st
                 f"graphgrad rewrite OUT --node '{name}=identity' --force --in-place"
             )
     return notes
+
+
+# Op types no gradient passes through: the input pipeline (datasets, iterators,
+# queues, readers) and ops whose outputs are about shapes, not values.
+_NO_GRADIENT = re.compile(
+    r"(.*Dataset(V\d+)?|(Anonymous)?Iterator(V\d+)?|IteratorGetNext.*|MakeIterator|.*Queue(V\d+)?|"
+    r"QueueDequeue.*|QueueEnqueue.*|.*Reader(V\d+)?|ReaderRead.*|Shape|ShapeN|Size|Rank)\Z"
+)
+
+
+def no_gradient_notes(op_types) -> list[str]:
+    """Notes on the ``op_types`` given gradients that no gradient ever passes
+    through (``rewrite --op MapDataset=identity``): their override is never called."""
+    return [
+        f"{op_type}: no gradient passes through this op type (the input pipeline and shape ops carry none), "
+        "so its override will never be called; to override the gradient of what it feeds, name the ops after it"
+        for op_type in sorted(op_types) if _NO_GRADIENT.match(op_type)
+    ]

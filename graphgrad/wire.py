@@ -34,7 +34,7 @@ from .rewrite import (
 )
 from .select import choose_by_op_type, op_types_needed
 from .spec import ATTR
-from .traps import ADDS, SIGN, scopes_of
+from .traps import ADDS, SIGN, no_gradient_notes, scopes_of
 
 NODE_FIELD = 1
 LIBRARY_FIELD = 2
@@ -371,6 +371,7 @@ def _rewrite(data, whole, options: RewriteOptions):
                                             in saved_gradients(library.graph()).items()})
     calls = _unrouted_calls(graph, library) if options.functions else []
     report.notes += [unrouted_calls_note(calls)] if calls else []
+    report.notes += no_gradient_notes(report.by_op_type)
     if changes_signs(report):
         report.notes += sign_trap_notes(report, "", "", None, *graph.nodes_of_types(SIGN, ADDS))
         for prefix, nodes in scopes_of(library.graph())[1:]:

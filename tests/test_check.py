@@ -530,3 +530,32 @@ def test_import_graph_def_of_a_tf1_recurrent_net_is_differentiable():
         graphgrad.import_graph_def(fixture("tf1_rnn.meta"), name="")
     [gradient] = gradients(graph, "y:0", "x:0", {"x:0": x.astype(np.float32)})
     np.testing.assert_allclose(gradient, rnn_reference(x), rtol=1e-4, atol=1e-5)
+
+
+def placeholder_with_default_graph(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder_with_default(tf.constant([1.0, 2.0, 3.0]), [3], name="x")
+        training = v1.placeholder_with_default(True, [], name="training")
+        tf.identity(tf.where(training, x * 2.0, x * 3.0), name="y")
+    return save(tmp_path, graph)
+
+
+def test_an_x_with_a_default_is_fed_and_other_defaults_are_named(tmp_path):
+    path = placeholder_with_default_graph(tmp_path)
+    report = check_json(path, "--x", "x", "--y", "y", expect=0)
+    assert report["feeds"] == {"x:0": "random float32 [3]"} and report["defaults"] == ["training"]
+    assert report["gradients"][0]["norm"] == pytest.approx(2 * np.sqrt(3), rel=1e-6)
+    assert "inputs left at their defaults" in run_cli("check", path, "--x", "x", "--y", "y").stdout
+    report = check_json(path, "--x", "x", "--y", "y", "--feed", "training=false", expect=0)
+    assert report["defaults"] == [] and report["gradients"][0]["norm"] == pytest.approx(3 * np.sqrt(3), rel=1e-6)
+
+
+def test_batch_normalisations_stop_gradient_is_named_intended_not_a_blocker(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [4, 3], name="x")
+        mean, variance = tf.nn.moments(x, axes=[0])
+        tf.identity(((x - mean) / tf.sqrt(variance + 1e-3))[0], name="y")
+    report = check_json(save(tmp_path, graph), "--x", "x", "--y", "y", expect=0)
+    assert report["intended_stops"] == ["moments/StopGradient"] and report["blockers"] == []

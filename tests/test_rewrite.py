@@ -146,3 +146,18 @@ def test_saved_model_rewrites_every_meta_graph():
     result, report = rewrite_model(model, options(("op", "Sign=approx_sign")))
     assert [c.graph for c in report.changes] == ["meta_graph 0 [serve]"]
     assert [ref.node.attr[ATTR].s for ref in iter_nodes(result) if override_of(ref.node)] == [b"graphgrad/approx_sign"]
+
+
+def test_an_op_no_gradient_passes_through_gets_a_note(tmp_path):
+    from conftest import run_cli
+    from graphgrad.protos import GraphDef
+
+    graph_def = GraphDef()
+    graph_def.node.add(name="files", op="TensorSliceDataset")
+    graph_def.node.add(name="mapped", op="MapDataset", input=["files"])
+    path = tmp_path / "pipeline.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    result = run_cli("rewrite", path, "--op", "MapDataset=identity", "--dry-run")
+    assert "MapDataset: no gradient passes through this op type" in result.stdout
+    assert "no gradient passes" not in run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste",
+                                               "--dry-run").stdout

@@ -119,6 +119,9 @@ def _render(report) -> None:
         for blocker in report.blockers:
             click.echo(f"  {blocker.node} ({blocker.op_type}): {blocker.reason}")
             click.echo(f"    fix: {blocker.fix}")
+    if report.intended_stops:
+        click.echo("stopped on purpose, not blockers (tf.nn.moments' StopGradient, as batch normalisation means it): "
+                   + ", ".join(report.intended_stops))
     if report.embedded:
         click.echo("embedded gradients on the path (--embed):")
         for node, spec in report.embedded:
@@ -132,6 +135,9 @@ def _render(report) -> None:
             click.echo(f"  {node}: {value}")
     for note in report.notes:
         click.echo(f"note: {note}")
+    if report.defaults:
+        click.echo(f"inputs left at their defaults (a training flag left at True keeps dropout and batch "
+                   f"normalisation in training mode; --feed NAME=VALUE sets one): {', '.join(report.defaults)}")
     random = {name: how for name, how in report.feeds.items() if how != "given"}
     if random:
         click.echo("feeds: " + ", ".join(f"{name} {how}" for name, how in random.items()))
