@@ -14,6 +14,7 @@ TensorFlow is imported inside functions only, as in the runtime.
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -39,6 +40,7 @@ from .traps import SIGN, graphgrad_spec, scopes_of, sign_notes
 NONE_GRADIENT = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "FloorMod", "ArgMax", "ArgMin", "TruncateDiv"}
 ZERO_GRADIENT = {"Sign"}
 STOPPERS = {"StopGradient", "PreventGradient"}
+DEFAULT_TIMEOUT = 300.0  # seconds a run may take: a real model's gradient takes seconds
 QUANTIZERS = {"Sign", "Round", "Floor", "Ceil", "Rint"}
 CALL_OPS = {"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf", "While", "StatelessWhile", "Case"}
 
@@ -90,6 +92,7 @@ class CheckReport:
     feeds: dict = field(default_factory=dict)  # placeholder -> "given" / "random <dtype> <shape>"
     defaults: list = field(default_factory=list)  # PlaceholderWithDefault inputs left at their defaults
     intended_stops: list = field(default_factory=list)  # StopGradients a library puts there on purpose
+    variables: str = ""  # of a MetaGraphDef: restored from which checkpoint, or initialised
     summed_softmax: SummedSoftmax | None = None  # y is a softmax, differentiated whole
     notes: list = field(default_factory=list)  # patterns that make an override do what was not meant
 
@@ -99,7 +102,8 @@ class CheckReport:
 
 
 def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int = 1, seed: int = 0, kind=None,
-                tags: str | None = None, target: int | None = None, allow_effects: bool = False) -> CheckReport:
+                tags: str | None = None, target: int | None = None, allow_effects: bool = False,
+                checkpoint: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> CheckReport:
     """Check the gradients dy/dx of the model at ``path`` (see the module doc).
     ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
     holds several. ``target`` differentiates ``y[..., target]`` (one class of a
@@ -107,12 +111,19 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     Without ``y``: the model's one floating-point output (see :func:`_only_output`);
     without ``xs``: the floating-point placeholders y depends on. It runs the
     graph: ops on the path whose effects reach outside it (see
-    :mod:`graphgrad.effects`) are refused, naming them, unless ``allow_effects``."""
+    :mod:`graphgrad.effects`) are refused, naming them, unless ``allow_effects``.
+    A MetaGraphDef's variables are restored from ``checkpoint`` (a prefix), else
+    from the checkpoint beside the file (``model.ckpt-N.meta``: ``model.ckpt-N``),
+    else initialised as the graph says; ``variables`` in the report says which.
+    A run that takes over ``timeout`` seconds is stopped and reported."""
     model = read_model(path, kind)
     chosen = _tag_set(model, tags)
-    graph, session, unresolved, routed = _load(model, chosen)
+    prefix = checkpoint or _checkpoint_beside(model)
+    graph, session, unresolved, routed = _load(model, chosen, prefix)
     y = y or _only_output(graph, model, chosen)
     report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()))
+    if model.kind == METAGRAPH:
+        report.variables = f"restored from {prefix}" if prefix else "initialised by their initializers (no checkpoint)"
     report.routed_calls = list(routed)
     # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
     loaded = [op for op in graph.get_operations() if op.name not in routed]
@@ -133,9 +144,10 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
                 f"({first_names(sorted(effects))}); to run it anyway, add --allow-effects"
             )
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
+        _refuse_unfed_pipelines([y_tensor] + x_tensors, feed)
         differentiated = _entry(y_tensor, target)
         for name, x in zip(xs, x_tensors):
-            report.gradients.append(_gradient(session, name, x, differentiated, feed))
+            report.gradients.append(_gradient(session, name, x, differentiated, feed, timeout))
         if target is None:
             report.summed_softmax = _summed_softmax(y_tensor)
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
@@ -153,12 +165,12 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
         # TensorFlow keeps the functions cond_v2 builds for gradients process-wide, by
         # branch name: the plain graph's branches, if an edit changed them, would clash.
         rename_functions(plain, "_graphgrad_plain")
-        plain_graph, plain_session, _, _ = _load(plain, chosen)
+        plain_graph, plain_session, _, _ = _load(plain, chosen, prefix)
         with plain_graph.as_default():
             plain_feed = {_tensor(plain_graph, t.name): v for t, v in feed.items()}
             plain_y = _entry(_tensor(plain_graph, y), target)
             report.without_overrides = [
-                _gradient(plain_session, name, _tensor(plain_graph, name), plain_y, plain_feed) for name in xs
+                _gradient(plain_session, name, _tensor(plain_graph, name), plain_y, plain_feed, timeout) for name in xs
             ]
     return report
 
@@ -215,8 +227,51 @@ def _float_placeholders(y) -> list[str]:
     found = [op.name for op in y.graph.get_operations()
              if op.type == "Placeholder" and op in ancestors and _floating(op.outputs[0].dtype)]
     if not found:
+        pipeline = _pipeline_outputs(ancestors)
+        if pipeline:
+            raise CheckUsageError(
+                f"{y.name} reads its input from {_pipeline_phrase(pipeline)}; name x and feed it, e.g. "
+                f"--x {pipeline[0]} --feed {pipeline[0]}=FILE.npy"
+            )
         raise CheckUsageError(f"{y.name} depends on no floating-point placeholder; name x with --x")
     return found
+
+
+# Ops that hand out what an input pipeline produced: nothing fills a queue or an
+# iterator when check runs the graph, so a run that reaches one waits forever.
+_PIPELINE = re.compile(r"(QueueDequeue\w*|IteratorGetNext\w*|ReaderRead\w*)\Z")
+
+
+def _pipeline_outputs(ops) -> list[str]:
+    """The floating-point outputs of the queue and iterator ops among ``ops``."""
+    return [t.name for op in sorted(ops, key=lambda op: op.name) if _PIPELINE.match(op.type)
+            for t in op.outputs if _floating(t.dtype)]
+
+
+def _pipeline_phrase(outputs: list) -> str:
+    return f"an input pipeline (a queue or an iterator, which nothing fills here: {first_names(outputs)})"
+
+
+def _refuse_unfed_pipelines(fetched, feed) -> None:
+    """Refuse a run that would wait forever on a queue or an iterator: one among
+    what ``fetched`` computes, upstream of no fed tensor."""
+    fed = {tensor.op for tensor in feed}
+    seen, stack = set(), [t.op for t in fetched]
+    while stack:
+        op = stack.pop()
+        if op in seen or op in fed:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    waiting = [op.name for op in seen if _PIPELINE.match(op.type)]
+    if waiting:
+        outputs = _pipeline_outputs(op for op in seen if _PIPELINE.match(op.type))
+        example = outputs[0] if outputs else f"{sorted(waiting)[0]}:0"
+        raise CheckUsageError(
+            f"the run would wait on {_pipeline_phrase(outputs or sorted(waiting))}; feed what it hands out, "
+            f"e.g. --feed {example}=FILE.npy"
+        )
 
 
 def _tag_set(model: Model, tags: str | None) -> list | None:
@@ -244,7 +299,16 @@ def _tag_set(model: Model, tags: str | None) -> list | None:
     raise CheckUsageError(f"no MetaGraphDef of {model.path} has the tag set {tags!r}; its tag sets: {listed}")
 
 
-def _load(model: Model, tags: list | None):
+def _checkpoint_beside(model: Model) -> str | None:
+    """The checkpoint prefix a ``.meta`` file was written with (``PREFIX.meta``
+    beside ``PREFIX.index``), or None."""
+    if model.kind != METAGRAPH or not model.path.endswith(".meta"):
+        return None
+    prefix = model.path[: -len(".meta")]
+    return prefix if os.path.isfile(prefix + ".index") else None
+
+
+def _load(model: Model, tags: list | None, checkpoint: str | None = None):
     """A tf.Graph and Session with the model in it (for a SavedModel, the
     MetaGraphDef with ``tags``); unresolved override names; the call ops routed
     through the ``call`` gradient."""
@@ -268,9 +332,13 @@ def _load(model: Model, tags: list | None):
                     node.device = ""
                 tf.compat.v1.import_graph_def(graph_def, name="")
             elif model.kind == METAGRAPH:
-                tf.compat.v1.train.import_meta_graph(_tf_message(tf.compat.v1.MetaGraphDef, model.message),
-                                                     clear_devices=True)
+                saver = tf.compat.v1.train.import_meta_graph(
+                    _tf_message(tf.compat.v1.MetaGraphDef, model.message), clear_devices=True)
                 session.run(tf.compat.v1.global_variables_initializer())
+                if checkpoint:
+                    if saver is None:
+                        raise GraphgradError(f"{model.path} has no variables to restore from {checkpoint}")
+                    saver.restore(session, checkpoint)
             else:
                 _load_saved_model(tf, session, model, tags)
         except (ValueError, tf.errors.OpError) as error:
@@ -477,7 +545,7 @@ _V1_LOOP_MESSAGE = (
 )
 
 
-def _gradient(session, name, x, y, feed) -> Gradient:
+def _gradient(session, name, x, y, feed, timeout: float = DEFAULT_TIMEOUT) -> Gradient:
     import numpy as np
 
     tf = tensorflow()
@@ -487,7 +555,11 @@ def _gradient(session, name, x, y, feed) -> Gradient:
             [grad] = tf.compat.v1.gradients(y, x)
             if grad is None:
                 return Gradient(name, connected, "none")
-            value = session.run(tf.convert_to_tensor(grad), feed)
+            options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
+            value = session.run(tf.convert_to_tensor(grad), feed, options=options)
+        except tf.errors.DeadlineExceededError:
+            return Gradient(name, connected, "error", error=(
+                f"the run took over {timeout:g} s and was stopped; give it longer with --timeout SECONDS"))
         except (LookupError, ValueError, tf.errors.OpError) as error:
             return Gradient(name, connected, "error", error="TensorFlow says: " + tensorflow_says(error))
         except AttributeError:

@@ -559,3 +559,63 @@ def test_batch_normalisations_stop_gradient_is_named_intended_not_a_blocker(tmp_
         tf.identity(((x - mean) / tf.sqrt(variance + 1e-3))[0], name="y")
     report = check_json(save(tmp_path, graph), "--x", "x", "--y", "y", expect=0)
     assert report["intended_stops"] == ["moments/StopGradient"] and report["blockers"] == []
+
+
+def checkpointed_model(tmp_path):
+    """A .meta beside its checkpoint: y = sum(x * w), w saved as [1, 2, 3] (initializer: zeros)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [3], name="x")
+        w = v1.get_variable("w", initializer=tf.zeros([3]))
+        tf.reduce_sum(x * w, name="y")
+        saver = v1.train.Saver()
+        with v1.Session() as session:
+            session.run(w.assign([1.0, 2.0, 3.0]))
+            saver.save(session, str(tmp_path / "model.ckpt"))
+    return tmp_path / "model.ckpt.meta"
+
+
+def test_check_restores_the_checkpoint_beside_a_meta(tmp_path):
+    meta = checkpointed_model(tmp_path)
+    report = check_json(meta, "--x", "x", "--y", "y", expect=0)
+    assert report["variables"] == f"restored from {tmp_path / 'model.ckpt'}"
+    assert report["gradients"][0]["norm"] == pytest.approx(np.sqrt(14), rel=1e-6)  # |w|
+
+
+def test_check_without_a_checkpoint_says_the_variables_were_initialised(tmp_path):
+    meta = checkpointed_model(tmp_path)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "model.meta").write_bytes(meta.read_bytes())
+    report = check_json(alone / "model.meta", "--x", "x", "--y", "y", expect=1)  # w = 0
+    assert report["variables"].startswith("initialised") and report["gradients"][0]["status"] == "zero"
+    report = check_json(alone / "model.meta", "--x", "x", "--y", "y", "--checkpoint", tmp_path / "model.ckpt",
+                        expect=0)
+    assert report["gradients"][0]["norm"] == pytest.approx(np.sqrt(14), rel=1e-6)
+
+
+def queue_fed_graph(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        queue = v1.FIFOQueue(10, [tf.float32], shapes=[[3]])
+        features = queue.dequeue(name="dequeue")
+        tf.reduce_sum(features * 2.0, name="y")
+    return save(tmp_path, graph)
+
+
+def test_a_queue_nothing_fills_is_named_not_waited_on(tmp_path):
+    path = queue_fed_graph(tmp_path)
+    result = run_cli("check", path, "--y", "y", expect=2)
+    assert "reads its input from an input pipeline" in result.stderr and "--x dequeue:0" in result.stderr
+    result = run_cli("check", path, "--y", "y", "--x", "dequeue:0", "--feed", "dequeue:0=[1, 2, 3]")
+    assert "finite" in result.stdout
+
+
+def test_a_run_past_the_timeout_is_stopped(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [3], name="x")
+        _, total = tf.while_loop(lambda i, t: i < 10**9, lambda i, t: (i + 1, t + x), (0, tf.zeros([3])))
+        tf.identity(total, name="y")
+    report = check_json(save(tmp_path, graph), "--x", "x", "--y", "y", "--timeout", "0.5", expect=1)
+    assert "took over 0.5 s and was stopped" in report["gradients"][0]["error"]

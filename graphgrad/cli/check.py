@@ -35,11 +35,17 @@ from .render import echo_json, fail, table
 @click.option("--allow-effects", is_flag=True,
               help="Run the graph even if ops on the computed path act outside it (write files, save or restore "
               "checkpoints, run Python code); refused otherwise.")
+@click.option("--checkpoint", metavar="PREFIX", type=click.Path(),
+              help="Restore a .meta's variables from the checkpoint PREFIX (default: the one beside the file, "
+              "model.ckpt-N for model.ckpt-N.meta; else their initializers).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True,
+              metavar="SECONDS", help="Stop a run that takes longer, and say so.")
 @click.option("-v", "--verbose", is_flag=True, help="Show TensorFlow's own log lines (hidden by default).")
 @options.format_option
 @options.json_option
 @options.debug_option
-def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects, verbose, kind, as_json):
+def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects, checkpoint, timeout, verbose,
+                  kind, as_json):
     """Compute dy/dx with TensorFlow and explain it: connected or not, None /
     zero / finite / NaN, the gradient blockers on the path with a ready fix,
     overrides that cannot take effect, and (for graphs with graphgrad
@@ -58,7 +64,8 @@ def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects,
         given[name] = value
     try:
         with native_stderr_shown(verbose or click.get_current_context().meta.get("graphgrad.debug", False)):
-            report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects)
+            report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects, checkpoint,
+                                 timeout)
     except CheckUsageError as failure:
         fail(str(failure), 2)
     if as_json:
@@ -135,6 +142,8 @@ def _render(report) -> None:
             click.echo(f"  {node}: {value}")
     for note in report.notes:
         click.echo(f"note: {note}")
+    if report.variables:
+        click.echo(f"variables: {report.variables}")
     if report.defaults:
         click.echo(f"inputs left at their defaults (a training flag left at True keeps dropout and batch "
                    f"normalisation in training mode; --feed NAME=VALUE sets one): {', '.join(report.defaults)}")
