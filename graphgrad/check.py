@@ -122,7 +122,7 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     graph, session, unresolved, routed = _load(model, chosen, prefix)
     y = y or _only_output(graph, model, chosen)
     report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()))
-    if model.kind == METAGRAPH:
+    if model.kind == METAGRAPH and graph.get_collection("variables"):
         report.variables = f"restored from {prefix}" if prefix else "initialised by their initializers (no checkpoint)"
     report.routed_calls = list(routed)
     # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
