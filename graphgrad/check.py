@@ -27,6 +27,7 @@ from .effects import effects_in
 from .functions import first_names, function_bodies, function_calls
 from .io import read_model
 from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
+from .gradients.calls import CALL_GRADIENT
 from .runtime import (
     holds_tf1_loops, is_registered, overrides_in, register_gradients, route_calls_in, tensorflow, tf1_control_flow,
 )
@@ -93,6 +94,7 @@ class CheckReport:
     defaults: list = field(default_factory=list)  # PlaceholderWithDefault inputs left at their defaults
     intended_stops: list = field(default_factory=list)  # StopGradients a library puts there on purpose
     variables: str = ""  # of a MetaGraphDef: restored from which checkpoint, or initialised
+    y_name: str = ""  # y's name in the model's signature, if it has one
     summed_softmax: SummedSoftmax | None = None  # y is a softmax, differentiated whole
     notes: list = field(default_factory=list)  # patterns that make an override do what was not meant
 
@@ -120,13 +122,16 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     chosen = _tag_set(model, tags)
     prefix = checkpoint or _checkpoint_beside(model)
     graph, session, unresolved, routed = _load(model, chosen, prefix)
-    y = y or _only_output(graph, model, chosen)
+    named = _signature_names(model, chosen)  # signature input and output names, to their tensors
+    y = named.get(y, y) if y else _only_output(graph, model, chosen)
+    xs = [named.get(x, x) for x in xs]
     report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()))
+    report.y_name = next((name for name, tensor in named.items() if _same_tensor(tensor, y)), "")
     if model.kind == METAGRAPH and graph.get_collection("variables"):
         report.variables = f"restored from {prefix}" if prefix else "initialised by their initializers (no checkpoint)"
-    report.routed_calls = list(routed)
+    report.routed_calls = list(routed[0])  # the ones that make overrides apply
     # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
-    loaded = [op for op in graph.get_operations() if op.name not in routed]
+    loaded = [op for op in graph.get_operations() if op.name not in routed[0] + routed[1]]
     with graph.as_default():
         y_tensor = _tensor(graph, y)
         if not _floating(y_tensor.dtype):
@@ -311,12 +316,14 @@ def _checkpoint_beside(model: Model) -> str | None:
 def _load(model: Model, tags: list | None, checkpoint: str | None = None):
     """A tf.Graph and Session with the model in it (for a SavedModel, the
     MetaGraphDef with ``tags``); unresolved override names; the call ops routed
-    through the ``call`` gradient."""
+    through the ``call`` gradient, those into functions that hold overrides first
+    (a list of two)."""
     tf = tensorflow()
     graph = tf.Graph()
     unresolved = set()
     # Marked before the graph is built, calls inside branch functions are routed too.
-    routed = route_calls_in(_graph_def(model, tags))
+    # The other calls too: graph mode cannot differentiate some at all (nested Keras calls).
+    routed = [route_calls_in(_graph_def(model, tags)), route_calls_in(_graph_def(model, tags), all_calls=True)]
     try:
         register_gradients(model)
     except UnresolvedGradientsError:
@@ -411,6 +418,22 @@ def _signatures(model: Model, tags: list | None) -> str:
         for key, inputs, outputs in signatures_of(meta)
     ]
     return f". Its signatures: {'; '.join(listed)}" if listed else ""
+
+
+def _signature_names(model: Model, tags: list | None) -> dict:
+    """The input and output names of the chosen MetaGraphDef's signatures, each to
+    its tensor (``note`` -> ``StatefulPartitionedCall:1``), where no two signatures
+    use one name for different tensors."""
+    meta = _chosen_meta_graph(model, tags)
+    names = {}
+    for _, inputs, outputs in signatures_of(meta) if meta else []:
+        for name, tensor in inputs + outputs:
+            names.setdefault(name, set()).add(tensor)
+    return {name: tensors.pop() for name, tensors in names.items() if len(tensors) == 1}
+
+
+def _same_tensor(a: str, b: str) -> bool:
+    return (a if ":" in a else a + ":0") == (b if ":" in b else b + ":0")
 
 
 def _tensor(graph, name: str):
@@ -683,7 +706,7 @@ def _stoppers(float_path, surrogates, context: _Context, function: str | None) -
         override = _override(op)
         if op.name in on_purpose:
             continue
-        if override is None and op.type in CALL_OPS:
+        if override in (None, CALL_GRADIENT) and op.type in CALL_OPS:  # routed or not, look inside
             call = context.top_level.get(op.name, op.node_def) if function is None else op.node_def
             blockers += _function_stoppers(call, context)
             continue

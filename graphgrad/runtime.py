@@ -539,12 +539,15 @@ def with_routed_calls(graph_def):
     return routed
 
 
-def route_calls_in(graph_def) -> list[str]:
+def route_calls_in(graph_def, all_calls: bool = False) -> list[str]:
     """Give the calls of a GraphDef (a message, changed in place) into functions
     that hold overrides the ``call`` gradient, at the top level and in function
     bodies, before a graph is built from it. Returns their names (``function/node``
-    in a body)."""
-    overriding = functions_with_overrides(function_bodies(graph_def))
+    in a body). ``all_calls``: every call that carries no override, whatever its
+    function holds (graph mode cannot differentiate some calls at all: a Keras
+    export's nested StatefulPartitionedCalls)."""
+    bodies = function_bodies(graph_def)
+    overriding = set(bodies) if all_calls else functions_with_overrides(bodies)
     if not overriding:
         return []
     routed = []

@@ -67,3 +67,16 @@ def test_guided_backprop_on_a_real_tf2_model(basic_pitch, tmp_path):
 def test_guided_relu_is_refused_on_the_real_models_sigmoid_heads(basic_pitch):
     result = run_cli("rewrite", basic_pitch, "--op", "Sigmoid=guided_relu", "--dry-run", expect=1)
     assert "guided_relu is meant for op types Relu" in result.stderr and "not Sigmoid" in result.stderr
+
+
+def test_check_on_the_real_model_by_signature_name_with_and_without_overrides(basic_pitch, tmp_path):
+    scaled = tmp_path / "scaled"
+    run_cli("rewrite", basic_pitch, "--op", "Relu=scale(1)", "-o", scaled)
+    result = run_cli("check", scaled, "--y", "note")  # a signature output, by its name
+    assert "d StatefulPartitionedCall:1 (note) / d x" in result.stdout
+    report = json.loads(run_cli("check", scaled, "--y", "note", "--json").stdout)
+    # scale(1) is the Relus' own gradient: the same as the graph without overrides, whose
+    # nested call ops graph mode cannot differentiate unless routed through their bodies
+    (with_overrides,), (without,) = report["gradients"], report["without_overrides"]
+    assert with_overrides["status"] == without["status"] == "finite"
+    np.testing.assert_allclose(with_overrides["norm"], without["norm"], rtol=1e-5)

@@ -99,7 +99,8 @@ def native_stderr_shown(show: bool):
 def _render(report) -> None:
     tags = f" [{report.tags}]" if report.tags else ""
     entry = "" if report.target is None else f"[..., {report.target}]"
-    click.echo(f"{report.model}{tags}: d {report.y}{entry} / d x")
+    named = f" ({report.y_name})" if report.y_name else ""
+    click.echo(f"{report.model}{tags}: d {report.y}{named}{entry} / d x")
     rows = [["x", "connected", "gradient", "norm"]]
     plain = {g.x: g for g in report.without_overrides}
     if plain:
