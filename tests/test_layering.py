@@ -36,8 +36,8 @@ ALLOWED = {
     "runtime": {"errors", "functions", "gradients", "io", "model", "rewrite", "select", "spec"},
     "effects": {"functions"},
     "check": {
-        "edit", "effects", "embed", "errors", "functions", "io", "model", "runtime", "spec", "summary", "surgery",
-        "traps",
+        "edit", "effects", "embed", "errors", "functions", "gradients", "io", "model", "runtime", "spec", "summary",
+        "surgery", "traps",
     },
     "cli": {
         "api", "batch", "check", "cli", "edit", "errors", "functions", "gradients", "io", "model", "rewrite", "select",
