@@ -16,7 +16,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import NamedTuple
 
@@ -95,6 +95,7 @@ class CheckReport:
     intended_stops: list = field(default_factory=list)  # StopGradients a library puts there on purpose
     variables: str = ""  # of a MetaGraphDef: restored from which checkpoint, or initialised
     y_name: str = ""  # y's name in the model's signature, if it has one
+    guessed_shapes: dict = field(default_factory=dict)  # placeholder -> the shape chosen for its unknown dimensions
     summed_softmax: SummedSoftmax | None = None  # y is a softmax, differentiated whole
     notes: list = field(default_factory=list)  # patterns that make an override do what was not meant
 
@@ -105,7 +106,7 @@ class CheckReport:
 
 def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int = 1, seed: int = 0, kind=None,
                 tags: str | None = None, target: int | None = None, allow_effects: bool = False,
-                checkpoint: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> CheckReport:
+                checkpoint: str | None = None, timeout: float = DEFAULT_TIMEOUT, shapes=None) -> CheckReport:
     """Check the gradients dy/dx of the model at ``path`` (see the module doc).
     ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
     holds several. ``target`` differentiates ``y[..., target]`` (one class of a
@@ -117,7 +118,8 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     A MetaGraphDef's variables are restored from ``checkpoint`` (a prefix), else
     from the checkpoint beside the file (``model.ckpt-N.meta``: ``model.ckpt-N``),
     else initialised as the graph says; ``variables`` in the report says which.
-    A run that takes over ``timeout`` seconds is stopped and reported."""
+    A run that takes over ``timeout`` seconds is stopped and reported. ``shapes``
+    (placeholder name -> dimensions) sets the shape of random feeds."""
     model = read_model(path, kind)
     chosen = _tag_set(model, tags)
     prefix = checkpoint or _checkpoint_beside(model)
@@ -148,11 +150,12 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
                 f"{path}: check runs the graph, and {len(effects)} op(s) on the path act outside it "
                 f"({first_names(sorted(effects))}); to run it anyway, add --allow-effects"
             )
-        feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report)
+        feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report, shapes)
         _refuse_unfed_pipelines([y_tensor] + x_tensors, feed)
         differentiated = _entry(y_tensor, target)
         for name, x in zip(xs, x_tensors):
-            report.gradients.append(_gradient(session, name, x, differentiated, feed, timeout))
+            report.gradients.append(_with_shape_hint(_gradient(session, name, x, differentiated, feed, timeout),
+                                                     report.guessed_shapes))
         if target is None:
             report.summed_softmax = _summed_softmax(y_tensor)
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
@@ -191,6 +194,7 @@ def trap_notes(graph_def) -> list[str]:
 
 
 DEFAULTED = "PlaceholderWithDefault"
+IMAGE_SIDE = 224  # unknown height and width of an image input: the size most image models take
 # tf.nn.moments (batch and layer normalisation) stops the gradient through the mean
 # it subtracts in the variance: on purpose, not a blocker to override.
 _INTENDED_STOP = re.compile(r"(\A|/)moments/StopGradient(_\d+)?\Z")
@@ -498,11 +502,37 @@ def _ancestors(tensors) -> set:
     return seen
 
 
-def _feeds(graph, y, xs, given, batch, seed, report):
+def _with_shape_hint(gradient: "Gradient", guessed: dict) -> "Gradient":
+    """``gradient``, its error saying which inputs' unknown dimensions were guessed,
+    and how to give them, when there were any."""
+    if gradient.status != "error" or not guessed:
+        return gradient
+    name, shape = next(iter(guessed.items()))
+    fed = ", ".join(f"{input_name} as {input_shape}" for input_name, input_shape in guessed.items())
+    example = ",".join(str(d) for d in shape)
+    return replace(gradient, error=f"{gradient.error} (unknown dimensions were guessed: {fed}; give the real "
+                                   f"shape with --shape {name}={example})")
+
+
+def _feed_shape(tensor, batch: int, given: list | None) -> list:
+    """The shape of a random feed for ``tensor``: ``given`` (from --shape), else its
+    known dimensions, with --batch for an unknown first one and IMAGE_SIDE for
+    the other unknown ones of an image-like input (rank 4: NHWC or NCHW), else --batch."""
+    if given is not None:
+        return list(given)
+    if tensor.shape.rank is None:
+        return []
+    dims = tensor.shape.as_list()
+    other = IMAGE_SIDE if len(dims) == 4 else batch
+    return [(batch if index == 0 else other) if d is None else d for index, d in enumerate(dims)]
+
+
+def _feeds(graph, y, xs, given, batch, seed, report, shapes=None):
     import numpy as np
 
     tf = tensorflow()
     rng = np.random.default_rng(seed)
+    shapes = shapes or {}
     feed = {}
     for name, value in given.items():
         tensor = _tensor(graph, name)
@@ -518,7 +548,9 @@ def _feeds(graph, y, xs, given, batch, seed, report):
         if op.type != "Placeholder" and not (op.type == DEFAULTED and op in chosen):
             continue
         tensor = op.outputs[0]
-        shape = [batch if d is None else d for d in (tensor.shape.as_list() if tensor.shape.rank is not None else [])]
+        shape = _feed_shape(tensor, batch, shapes.get(op.name))
+        if any(d is None for d in (tensor.shape.as_list() if tensor.shape.rank else [])[1:]):
+            report.guessed_shapes[op.name] = shape
         dtype = tensor.dtype
         size = math.prod(shape) * max(dtype.size, 1)
         if size > FEED_LIMIT:

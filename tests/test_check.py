@@ -619,3 +619,31 @@ def test_a_run_past_the_timeout_is_stopped(tmp_path):
         tf.identity(total, name="y")
     report = check_json(save(tmp_path, graph), "--x", "x", "--y", "y", "--timeout", "0.5", expect=1)
     assert "took over 0.5 s and was stopped" in report["gradients"][0]["error"]
+
+
+def image_model(tmp_path, flatten_to=None):
+    """A convolution (VALID: at least 3x3) over an input of unknown size; with
+    ``flatten_to``, a dense layer that needs exactly that many features."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, None, None, 3], name="x")
+        h = tf.nn.conv2d(x, tf.ones([3, 3, 3, 2]), strides=1, padding="VALID")
+        if flatten_to:
+            h = tf.matmul(tf.reshape(h, [-1, flatten_to]), tf.ones([flatten_to, 1]))
+        tf.reduce_sum(h, name="y")
+    return save(tmp_path, graph)
+
+
+def test_an_image_input_of_unknown_size_gets_an_image_sized_feed(tmp_path):
+    report = check_json(image_model(tmp_path), "--y", "y", expect=0)
+    assert report["feeds"] == {"x:0": "random float32 [1, 224, 224, 3]"}
+
+
+def test_shape_sets_a_feed_and_a_wrong_guess_says_how_to_give_one(tmp_path):
+    path = image_model(tmp_path, flatten_to=5 * 5 * 2)  # a 7x7 image: 5x5 after the convolution
+    report = check_json(path, "--y", "y", expect=1)
+    assert "unknown dimensions were guessed: x as [1, 224, 224, 3]" in report["gradients"][0]["error"]
+    assert "--shape x=1,224,224,3" in report["gradients"][0]["error"]
+    report = check_json(path, "--y", "y", "--shape", "x=1,7,7,3", expect=0)
+    assert report["feeds"] == {"x:0": "random float32 [1, 7, 7, 3]"}
+    assert "--shape 'x=1,a'" in run_cli("check", path, "--shape", "x=1,a", expect=2).stderr

@@ -28,6 +28,9 @@ from .render import echo_json, fail, table
               help="A value for a placeholder: a number, a JSON list, or a .npy file. Others get random values.")
 @click.option("--batch", type=click.IntRange(1), default=1, show_default=True,
               help="Size of unknown dimensions in random feeds.")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
+              help="The shape of a placeholder's random feed, e.g. --shape x=1,224,224,3 (default: its known "
+              "dimensions, --batch for an unknown first one, 224 for an image's unknown height and width).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random feeds.")
 @click.option("--tag", "tags", metavar="TAGS",
               help="The MetaGraphDef of a SavedModel to load, by its tag set (e.g. serve, or serve,gpu); "
@@ -44,8 +47,8 @@ from .render import echo_json, fail, table
 @options.format_option
 @options.json_option
 @options.debug_option
-def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects, checkpoint, timeout, verbose,
-                  kind, as_json):
+def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_effects, checkpoint, timeout,
+                  verbose, kind, as_json):
     """Compute dy/dx with TensorFlow and explain it: connected or not, None /
     zero / finite / NaN, the gradient blockers on the path with a ready fix,
     overrides that cannot take effect, and (for graphs with graphgrad
@@ -62,10 +65,19 @@ def check_command(model, xs, y, target, feeds, batch, seed, tags, allow_effects,
         if not separator:
             raise click.UsageError(f"--feed {text!r}: expected NAME=VALUE")
         given[name] = value
+    feed_shapes = {}
+    for text in shapes:
+        name, separator, dims = text.partition("=")
+        try:
+            feed_shapes[name.removesuffix(":0")] = [int(d) for d in dims.split(",")] if dims else []
+        except ValueError:
+            separator = ""
+        if not separator or any(d < 0 for d in feed_shapes.get(name.removesuffix(":0"), [])):
+            raise click.UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with whole numbers, e.g. x=1,224,224,3")
     try:
         with native_stderr_shown(verbose or click.get_current_context().meta.get("graphgrad.debug", False)):
             report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects, checkpoint,
-                                 timeout)
+                                 timeout, feed_shapes)
     except CheckUsageError as failure:
         fail(str(failure), 2)
     if as_json:
