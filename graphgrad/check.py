@@ -343,8 +343,7 @@ def _load(model: Model, tags: list | None, checkpoint: str | None = None):
                     node.device = ""
                 tf.compat.v1.import_graph_def(graph_def, name="")
             elif model.kind == METAGRAPH:
-                saver = tf.compat.v1.train.import_meta_graph(
-                    _tf_message(tf.compat.v1.MetaGraphDef, model.message), clear_devices=True)
+                saver = _import_meta_graph(tf, _tf_message(tf.compat.v1.MetaGraphDef, model.message))
                 session.run(tf.compat.v1.global_variables_initializer())
                 if checkpoint:
                     if saver is None:
@@ -372,6 +371,19 @@ def tensorflow_says(error, limit: int = 400) -> str:
     kept = [line.split(". ")[0] for line in lines if line and not _TF_NOISE.match(line)]
     said = "; ".join(kept) or (lines[0] if lines else type(error).__name__)
     return said if len(said) <= limit else said[:limit - 3] + "..."
+
+
+def _import_meta_graph(tf, meta_graph_def):
+    """``import_meta_graph`` with devices cleared; the ``_output_shapes`` hints old TF1
+    checkpoints carry dropped when TensorFlow refuses them as stale. Returns the saver."""
+    try:
+        return tf.compat.v1.train.import_meta_graph(meta_graph_def, clear_devices=True)
+    except ValueError as error:
+        if "_output_shapes" not in str(error):
+            raise
+    for node in meta_graph_def.graph_def.node:  # TensorFlow refused the graph whole: nothing was added
+        node.attr.pop("_output_shapes", None)
+    return tf.compat.v1.train.import_meta_graph(meta_graph_def, clear_devices=True)
 
 
 def _load_saved_model(tf, session, model: Model, tags: list) -> None:

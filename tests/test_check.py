@@ -647,3 +647,20 @@ def test_shape_sets_a_feed_and_a_wrong_guess_says_how_to_give_one(tmp_path):
     report = check_json(path, "--y", "y", "--shape", "x=1,7,7,3", expect=0)
     assert report["feeds"] == {"x:0": "random float32 [1, 7, 7, 3]"}
     assert "--shape 'x=1,a'" in run_cli("check", path, "--shape", "x=1,a", expect=2).stderr
+
+
+def test_stale_output_shapes_do_not_stop_check(tmp_path, monkeypatch):
+    real = v1.train.import_meta_graph
+
+    def refusing(meta_graph_def, **kwargs):  # what TF 2.21 says of old checkpoints' hints
+        if any("_output_shapes" in node.attr for node in meta_graph_def.graph_def.node):
+            raise ValueError("Node 'x' has an _output_shapes attribute inconsistent with the GraphDef for output #0")
+        return real(meta_graph_def, **kwargs)
+
+    monkeypatch.setattr(v1.train, "import_meta_graph", refusing)
+    meta = graphgrad.read_model(fixture("model.meta")).message
+    meta.graph_def.node[0].attr["_output_shapes"].list.shape.add()
+    path = tmp_path / "stale.meta"
+    path.write_bytes(meta.SerializeToString())
+    result = run_cli("check", path, expect=1)  # model.meta: a Sign, no gradient without an override
+    assert "TensorFlow cannot load" not in result.stderr and "not ok: some x gets no usable gradient" in result.stdout

@@ -228,3 +228,33 @@ def test_embed_on_a_real_frozen_autoencoder(tmp_path, args, factor):
         np.testing.assert_allclose(grad_embedded, factor * grad, rtol=1e-5, atol=1e-7)
     else:  # every sigmoid passes 2 * upstream instead of s(1 - s) * upstream
         assert not np.allclose(grad_embedded, grad) and np.isfinite(grad_embedded).all()
+
+
+def test_check_on_a_real_estimator_training_checkpoint(tmp_path):
+    """A TF1 Estimator's training checkpoint (queue-fed input pipeline, weights
+    beside it): check names the queue's output to feed, restores the weights, and
+    the gradient of one class's probability is usable."""
+    pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    import json
+
+    import numpy as np
+
+    meta = os.path.join(REALGRAPHS, "UniqueMNISTsolutions", "model.ckpt-20000.meta")
+    result = run_cli("check", meta, "--y", "softmax_tensor", "--target", "0", expect=2)
+    assert "--x random_shuffle_queue_DequeueMany:1" in result.stderr
+    images = tmp_path / "images.npy"
+    np.save(images, np.random.default_rng(0).random((100, 784)).astype(np.float32))
+    report = json.loads(run_cli("check", meta, "--y", "softmax_tensor", "--target", "0",
+                                "--x", "random_shuffle_queue_DequeueMany:1",
+                                "--feed", f"random_shuffle_queue_DequeueMany:1={images}", "--json").stdout)
+    assert report["variables"] == f"restored from {meta.removesuffix('.meta')}"
+    assert report["gradients"][0]["status"] == "finite"
+
+
+def test_check_on_a_real_learner_written_for_a_cluster():
+    """IMPALA's learner: devices for /job:learner, TF1 loops, 251 candidate outputs."""
+    pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    meta = os.path.join(REALGRAPHS, "scalable-agent", "model.ckpt-90912640.meta")
+    result = run_cli("check", meta, expect=2)
+    assert "has 251 floating-point outputs" in result.stderr and "(+246 more)" in result.stderr
+    assert "Cannot assign a device" not in result.stderr
