@@ -112,3 +112,32 @@ def test_the_readme_walkthrough_loads_as_written(tmp_path, monkeypatch):
     with contextlib.redirect_stdout(printed):
         exec(compile(block, "README.md", "exec"), {})  # the README's own example, in this test process
     assert printed.getvalue().strip() == "[[2. 0. 2.]]"
+
+
+def test_the_python_examples_of_the_reference_run(tmp_path, monkeypatch):
+    """Every Python block of docs/ runs as written (its /tmp files in a scratch
+    folder), in page order; a block headed ``# my_grads.py`` is a module of the
+    user's, imported from its file as the page says."""
+    import contextlib
+    import io
+    import sys
+
+    import pytest
+
+    pytest.importorskip("tensorflow", reason="needs TensorFlow: pip install -e '.[test]'")
+    monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ran = 0
+    for page in PAGES[1:]:
+        text = open(os.path.join(ROOT, page)).read().replace("/tmp/", f"{tmp_path}/")
+        for block in re.findall(r"```python\n(.*?)```", text, re.S):
+            module = re.match(r"# (\w+)\.py\n", block)
+            if module:  # a user's module: written out and imported, as the page tells users to
+                (tmp_path / f"{module[1]}.py").write_text(block)
+                __import__(module[1])
+                sys.modules.pop(module[1])
+            else:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(block, page, "exec"), {})
+            ran += 1
+    assert ran >= 3
