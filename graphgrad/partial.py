@@ -58,6 +58,7 @@ _SCHEMA = [
     ("NamesAndOps", [("name", 1, True, "string"), ("op", 2, True, "string")]),
     ("GraphOps", [("node", 1, False, "NamesAndOps")]),
     ("GraphNodes", [("node", 1, True, "bytes"), ("library", 2, True, "bytes")]),  # undecoded
+    ("NodeLinks", [("name", 1, False, "string"), ("op", 2, False, "string"), ("input", 3, True, "string")]),
 ]
 
 
@@ -199,24 +200,27 @@ class HeadGraph:
     def select(self, op_types) -> tuple[list, list, list]:
         """``(indices, names, op types)`` of the top-level nodes whose op type is in
         ``op_types``, without an object per node: the op types come from one flat parse."""
-        names, ops = self._names_and_ops
+        flat = parse("GraphOps", self.data).node  # not kept: its arena would raise the peak of a big graph
+        names, ops = flat.name, list(flat.op)
         if not len(names) == len(ops) == len(self.encoded.node):
             raise NotApplicable("a node has no name or no op, or two")
         indices = list(compress(range(len(ops)), map(op_types.__contains__, ops)))
         shared = {op_type: op_type for op_type in op_types}  # one string per op type, not per node
         return indices, [names[index] for index in indices], [shared[ops[index]] for index in indices]
 
-    @cached_property
-    def _names_and_ops(self) -> tuple:
-        flat = parse("GraphOps", self.data).node
-        return flat.name, list(flat.op)
-
     def nodes_of_types(self, one: str, others) -> tuple[list, list]:
-        """The heads (name, op, inputs) of the top-level nodes of op type ``one``, and
-        of those of ``others``: picked by op type from the flat parse, in C."""
-        ops = self._names_and_ops[1]
-        heads = self._heads.node
-        pick = lambda wanted: [heads[i] for i in compress(range(len(ops)), map(wanted.__contains__, ops))]  # noqa: E731
+        """Name, op and inputs of the top-level nodes of op type ``one``, and of those
+        of ``others``: picked by op type from the flat parse, in C, from a parse that
+        holds no attribute (their bytes would double a graph's footprint)."""
+        ops, encoded = list(parse("GraphOps", self.data).node.op), self.encoded.node
+        read = message_class("NodeLinks").FromString  # each picked node alone: no object for the others
+
+        def pick(wanted: set) -> list:
+            try:
+                return [read(encoded[i]) for i in compress(range(len(ops)), map(wanted.__contains__, ops))]
+            except DecodeError:  # the full parse reports what is wrong
+                raise NotApplicable("a node does not parse") from None
+
         return pick({one}), pick(set(others))
 
     def add_overrides(self, indices: list, ops: list, values: dict) -> None:

@@ -373,10 +373,23 @@ def _rewrite(data, whole, options: RewriteOptions):
     report.notes += [unrouted_calls_note(calls)] if calls else []
     report.notes += no_gradient_notes(report.by_op_type)
     if changes_signs(report):
-        report.notes += sign_trap_notes(report, "", "", None, *graph.nodes_of_types(SIGN, ADDS))
+        report.notes += _top_level_sign_notes(graph, report)
         for prefix, nodes in scopes_of(library.graph())[1:]:
             report.notes += sign_trap_notes(report, "", prefix, nodes)
     return graph.chunks(library.changed_bytes()), report
+
+
+# Above this many top-level nodes, the fast path of small nodes does not look for
+# larq's shifted Signs: reading every Add of a 100k-node graph would cost a third of
+# the rewrite (and one protobuf arena per node). Binarized nets are far smaller.
+SIGN_TRAP_NODE_LIMIT = 20_000
+
+
+def _top_level_sign_notes(graph, report: RewriteReport) -> list[str]:
+    if isinstance(graph, HeadGraph) and len(graph.encoded.node) > SIGN_TRAP_NODE_LIMIT:
+        return [f"larq-style Signs of Sign(x) + c were not looked for: the graph has over {SIGN_TRAP_NODE_LIMIT} "
+                "nodes; graphgrad check looks for them in any graph"]
+    return sign_trap_notes(report, "", "", None, *graph.nodes_of_types(SIGN, ADDS))
 
 
 def _unrouted_calls(graph, library: Library) -> list[str]:

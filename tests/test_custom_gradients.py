@@ -283,3 +283,18 @@ def test_an_override_inside_a_tf1_loop_applies_at_every_round(tmp_path):
         graphgrad.import_graph_def(str(out), name="")
     # h_k = h_{k-1} * x from h_0 = 1, each Mul's gradient doubled: 2 (h + x dh) per round
     assert_close(tf1_gradient(graph, "y:0", "x:0", [2.0, -1.0]), [56.0, 14.0])
+
+
+def test_on_a_huge_graph_the_fast_path_says_it_did_not_look_for_larqs_sign(tmp_path):
+    from graphgrad.protos import GraphDef
+    from graphgrad.wire import SIGN_TRAP_NODE_LIMIT
+
+    graph_def = GraphDef()
+    graph_def.node.add(name="x", op="Placeholder")
+    for index in range(SIGN_TRAP_NODE_LIMIT // 2 + 1):
+        graph_def.node.add(name=f"s{index}", op="Sign", input=["x"])
+        graph_def.node.add(name=f"a{index}", op="AddV2", input=[f"s{index}", "x"])
+    path = tmp_path / "huge.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    result = run_cli("rewrite", path, "--op", "Sign=ste", "--dry-run")
+    assert "larq-style Signs of Sign(x) + c were not looked for" in result.stdout
