@@ -734,7 +734,8 @@ def find_models(path: str, recursive: bool = False, skipped: list | None = None)
 def _search(path: str, recursive: bool, visited: set, skipped: list) -> list[str]:
     """:func:`find_models` of one directory; ``visited``: the (device, inode) of those searched."""
     try:
-        identity = (os.stat(path).st_dev, os.stat(path).st_ino)
+        status = os.stat(path)
+        identity = (status.st_dev, status.st_ino)
         entries = sorted(os.scandir(path), key=lambda e: e.name)
     except OSError as error:
         if not visited:
