@@ -25,7 +25,8 @@ from .io import (
 )
 from .model import BINARY, GRAPHDEF, Model
 from .rewrite import RewriteOptions, RewriteReport, rewrite_model
-from .wire import NotApplicable, graphdef_file_bodies, remove_overrides_file, rewrite_graphdef_file
+from .wireformat import NotApplicable
+from .wire import graphdef_file_bodies, remove_overrides_file, rewrite_graphdef_file
 
 
 @dataclass(frozen=True)

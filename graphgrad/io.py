@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from .errors import GraphgradError, ModelReadError, ModelWriteError
 from .model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
 from . import protos
+from .validity import plausible_graph
 
 SAVED_MODEL_FILES = {BINARY: "saved_model.pb", TEXT: "saved_model.pbtxt"}
 # What a SavedModel directory holds besides its graph; fingerprint.pb is left
@@ -45,11 +46,6 @@ _TEXT_FIELDS = {
     SAVEDMODEL: {"saved_model_schema_version", "meta_graphs"},
 }
 _TEXT_START = re.compile(rb"\A(?:\s*(?:#[^\n]*)?\n)*\s*([A-Za-z_][A-Za-z0-9_]*)\s*[:{<]")
-# Names and op types never hold control characters or spaces; a binary message
-# parsed as the wrong kind almost always does.
-_PLAUSIBLE_NAME = re.compile(r"[^\x00-\x20\x7f]+\Z")
-_SAMPLE = 1000
-
 
 class NotRegularFile(Exception):
     """A path names a FIFO, a device, a socket or a directory where a file is needed."""
@@ -288,20 +284,7 @@ def _plausible(message, kind) -> bool:
         return False
     if not graphs:
         return False
-    return all(_plausible_graph(graph_def) for _, graph_def in graphs)
-
-
-def _plausible_graph(graph_def) -> bool:
-    if not graph_def.node and not graph_def.library.function:
-        return False
-    nodes = list(graph_def.node[:_SAMPLE])
-    for function in graph_def.library.function[:_SAMPLE]:
-        if not _PLAUSIBLE_NAME.match(function.signature.name):
-            return False
-        nodes.extend(function.node_def[:_SAMPLE])
-    return all(
-        _PLAUSIBLE_NAME.match(node.name) and _PLAUSIBLE_NAME.match(node.op) for node in nodes
-    )
+    return all(plausible_graph(graph_def) for _, graph_def in graphs)
 
 
 def serialize(model: Model, encoding: str | None = None) -> bytes:

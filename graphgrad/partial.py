@@ -36,10 +36,8 @@ from google.protobuf.message import DecodeError
 
 from .protos import AttrValue
 from .spec import ATTR
-
-
-class NotApplicable(Exception):
-    """The bytes are not a binary GraphDef this path should handle."""
+from .validity import SAMPLE
+from .wireformat import NotApplicable, fields
 
 
 ATTR_BYTES = ATTR.encode()
@@ -59,6 +57,8 @@ _SCHEMA = [
     ("GraphOps", [("node", 1, False, "NamesAndOps")]),
     ("GraphNodes", [("node", 1, True, "bytes"), ("library", 2, True, "bytes")]),  # undecoded
     ("NodeLinks", [("name", 1, False, "string"), ("op", 2, False, "string"), ("input", 3, True, "string")]),
+    ("NodeName", [("name", 1, False, "string"), ("op", 2, False, "string")]),
+    ("GraphNames", [("node", 1, True, "NodeName")]),
 ]
 
 
@@ -78,9 +78,9 @@ def _pool():
     field_type = descriptor_pb2.FieldDescriptorProto
     scalars = {"string": field_type.TYPE_STRING, "bytes": field_type.TYPE_BYTES}
     proto = descriptor_pb2.FileDescriptorProto(name="graphgrad/partial.proto", package="graphgrad", syntax="proto3")
-    for message_name, fields in _SCHEMA:
+    for message_name, declared in _SCHEMA:
         message = proto.message_type.add(name=message_name)
-        for field_name, number, repeated, kind in fields:
+        for field_name, number, repeated, kind in declared:
             label = field_type.LABEL_REPEATED if repeated else field_type.LABEL_OPTIONAL
             if kind in scalars:
                 message.field.add(name=field_name, number=number, label=label, type=scalars[kind])
@@ -160,10 +160,13 @@ class HeadGraph:
 
     def __init__(self, data: bytes):
         self.data = data
-        self.encoded = parse("GraphNodes", data)
         # A byte search (in C): when the name occurs nowhere, no node's attributes need a look.
         self.has_overrides = ATTR_BYTES in data
         self._handed_out = []
+
+    @cached_property
+    def encoded(self):
+        return parse("GraphNodes", self.data)
 
     @cached_property
     def _heads(self):
@@ -180,6 +183,15 @@ class HeadGraph:
             ]
         self._handed_out += nodes
         return nodes
+
+    def sample(self) -> list:
+        """``(name, op)`` of the first nodes, for :func:`graphgrad.validity.plausible`:
+        parsed from the bytes up to the end of the ``SAMPLE``-th top-level field."""
+        end = 0
+        for count, (_, _, _, _, end) in enumerate(fields(self.data, 0, len(self.data)), 1):
+            if count == SAMPLE:
+                break
+        return [(node.name, node.op) for node in parse("GraphNames", self.data[:end]).node[:SAMPLE]]
 
     def may_have_attrs(self, keys) -> bool:
         """Whether a top-level node may have an attribute named by one of ``keys``

@@ -15,11 +15,11 @@ overrides it removes.
 
 Graphs of many small nodes are cheaper to parse in C than to scan here: they go
 to :mod:`graphgrad.partial`, which parses them with cut-down schemas.
-Trade-off: a corrupted constant that no rule selects is copied as it is (as
-``cp`` would), not reported.
+Every reading is first given the full parse's verdict on the bytes
+(:func:`open_stored`, :mod:`graphgrad.validity`): a corrupt constant that no rule
+selects is refused, never copied into an output.
 """
 
-import re
 from collections import Counter
 from functools import cached_property
 
@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 
 from .functions import CALL_OPS, calls_into_overrides, functions_with_overrides, saved_gradients, unrouted_calls_note
 from .model import iter_graph_nodes, override_of, set_override
-from .partial import ATTR_BYTES, HeadGraph, NotApplicable, flat_columns, node_inputs
+from .partial import ATTR_BYTES, HeadGraph, flat_columns, node_inputs, parse
 from .protos import AttrValue, GraphDef, NodeDef
 from .rewrite import (
     NodeChange, RewriteOptions, RewriteReport, apply_rules, changes_signs, refuse_misfits, sign_trap_notes,
@@ -35,11 +35,12 @@ from .rewrite import (
 from .select import choose_by_op_type, op_types_needed
 from .spec import ATTR
 from .traps import ADDS, SIGN, no_gradient_notes, scopes_of
+from .validity import SAMPLE, Invalid, plausible, require, require_field
+from .wireformat import NotApplicable, encode_varint, fields
 
 NODE_FIELD = 1
 LIBRARY_FIELD = 2
 _GRAPHDEF_FIELDS = {1, 2, 3, 4, 5}
-_PLAUSIBLE = re.compile(rb"[^\x00-\x20\x7f]+\Z")
 # Below this average size a node is cheaper to parse with protobuf (see
 # graphgrad.partial) than to scan here.
 MIN_AVERAGE_NODE_BYTES = 256
@@ -52,77 +53,6 @@ WHOLE_READ_LIMIT = 1 << 20
 
 class SmallNodes(NotApplicable):
     """A binary GraphDef, but of nodes too small for this scanner."""
-
-
-def _varint(data, position):
-    result = shift = 0
-    while True:
-        if position >= len(data) or shift > 63:
-            raise NotApplicable("truncated varint")
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, position
-        shift += 7
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _fields(data, start, end):
-    """(field number, wire type, entry start, payload start, payload end) of each field."""
-    position = start
-    while position < end:
-        entry = position
-        tag, position = _varint(data, position)
-        number, wire_type = tag >> 3, tag & 7
-        if wire_type == 2:
-            length, position = _varint(data, position)
-            payload = position
-            position += length
-        elif wire_type == 0:
-            payload = position
-            _, position = _varint(data, position)
-        elif wire_type == 1:
-            payload, position = position, position + 8
-        elif wire_type == 5:
-            payload, position = position, position + 4
-        else:
-            raise NotApplicable(f"wire type {wire_type}")
-        if position > end or number == 0:
-            raise NotApplicable("field runs past the end")
-        yield number, wire_type, entry, payload, position
-
-
-def _name_and_op(data, start, end):
-    # Serializers write NodeDef's name (field 1) and op (field 2) first: read them
-    # directly, and walk the fields only when a message is laid out otherwise.
-    if end - start > 2 and data[start] == 0x0A:
-        length, position = _varint(data, start + 1)
-        name_end = position + length
-        if name_end < end and data[name_end] == 0x12:
-            op_length, op_start = _varint(data, name_end + 1)
-            if op_start + op_length <= end:
-                return bytes(data[position:name_end]), bytes(data[op_start:op_start + op_length])
-    name = op = b""
-    for number, wire_type, _, payload, stop in _fields(data, start, end):
-        if number == 1 and wire_type == 2:
-            name = bytes(data[payload:stop])
-        elif number == 2 and wire_type == 2:
-            op = bytes(data[payload:stop])
-        if name and op:
-            break
-    return name, op
 
 
 class Window:
@@ -195,32 +125,36 @@ class ScannedGraph:
     ``data`` is bytes or a :class:`Window` on a file.
     """
 
-    def __init__(self, data):
+    def __init__(self, data, checked: bool = False):
+        """``checked``: ``data`` is known to parse as a GraphDef (else each field is
+        checked as the scan passes it, see :func:`graphgrad.validity.require_field`)."""
         self.data = memoryview(data) if isinstance(data, (bytes, bytearray)) else data
         self.fields = []  # (number, entry start, payload start, end)
-        self.nodes = []
+        spans, names_and_ops = [], []
         sampled_bytes = 0
-        for number, wire_type, entry, payload, end in _fields(self.data, 0, len(self.data)):
+        for number, wire_type, entry, payload, end in fields(self.data, 0, len(self.data)):
             if number not in _GRAPHDEF_FIELDS:
                 raise NotApplicable(f"field {number} is not a GraphDef field")
             self.fields.append((number, entry, payload, end))
+            name_and_op = None if checked else require_field(self.data, entry, end)
             if number == NODE_FIELD and wire_type == 2:
-                name, op = _name_and_op(self.data, payload, end)
-                if len(self.nodes) < _SAMPLE:
-                    if not (_PLAUSIBLE.match(name) and _PLAUSIBLE.match(op)):
-                        raise NotApplicable("not a GraphDef node")
+                if len(spans) < _SAMPLE:
                     sampled_bytes += end - payload
-                    if len(self.nodes) == _SAMPLE - 1 and sampled_bytes < _SAMPLE * MIN_AVERAGE_NODE_BYTES:
+                    if len(spans) == _SAMPLE - 1 and sampled_bytes < _SAMPLE * MIN_AVERAGE_NODE_BYTES:
                         raise SmallNodes("small nodes: a cut-down parse is faster")  # before scanning them all
-                try:
-                    node = ScannedNode(self.data, (payload, end), name.decode(), op.decode())
-                except UnicodeDecodeError:
-                    raise NotApplicable("a name is not UTF-8") from None
-                self.nodes.append(node)
-        if not self.nodes:
+                spans.append((payload, end))
+                names_and_ops.append(name_and_op)
+        if not spans:
             raise NotApplicable("no nodes")
-        if sampled_bytes < min(len(self.nodes), _SAMPLE) * MIN_AVERAGE_NODE_BYTES:
+        if sampled_bytes < min(len(spans), _SAMPLE) * MIN_AVERAGE_NODE_BYTES:
             raise SmallNodes("small nodes: a cut-down parse is faster")
+        if checked:  # names and op types as protobuf reads them (the last of repeated fields wins)
+            names_and_ops = [(node.name, node.op) for node in parse("GraphNames", self.data).node]
+        self.nodes = [ScannedNode(self.data, span, name, op) for span, (name, op) in zip(spans, names_and_ops)]
+
+    def sample(self) -> list:
+        """``(name, op)`` of the first nodes, for :func:`graphgrad.validity.plausible`."""
+        return [(node.name, node.op_type) for node in self.nodes[:SAMPLE]]
 
     def candidates(self, op_types=None) -> list:
         """The top-level nodes (of ``op_types`` only, if given)."""
@@ -256,10 +190,10 @@ class ScannedGraph:
             node = by_start.get(payload) if number == NODE_FIELD else None
             if node is not None:
                 encoded = node.node.SerializeToString(deterministic=True)
-                chunks.append(bytes([NODE_FIELD << 3 | 2]) + _encode_varint(len(encoded)) + encoded)
+                chunks.append(bytes([NODE_FIELD << 3 | 2]) + encode_varint(len(encoded)) + encoded)
             elif number == LIBRARY_FIELD and library is not None:
                 if not library_written:  # repeated library fields merge into one
-                    chunks.append(bytes([LIBRARY_FIELD << 3 | 2]) + _encode_varint(len(library)) + library)
+                    chunks.append(bytes([LIBRARY_FIELD << 3 | 2]) + encode_varint(len(library)) + library)
                     library_written = True
             elif chunks and isinstance(chunks[-1], tuple) and chunks[-1][1] == entry:
                 chunks[-1] = (chunks[-1][0], end)  # one range for a run of untouched fields
@@ -343,20 +277,39 @@ def _in_memory(data, chunks) -> list:
     return [view[chunk[0]:chunk[1]] if isinstance(chunk, tuple) else chunk for chunk in chunks]
 
 
-def _open_graph(data, whole):
-    """A :class:`ScannedGraph` of ``data``, or a :class:`HeadGraph` of ``whole()``
-    when its nodes are small."""
+def open_stored(data, whole):
+    """The fast reading of a binary GraphDef: a :class:`ScannedGraph` of ``data``,
+    or a :class:`HeadGraph` of ``whole()`` when its nodes are small, with its
+    :class:`Library` as ``library``.
+
+    Raises :class:`NotApplicable` unless the full parse would take the bytes for a
+    GraphDef too (:mod:`graphgrad.validity`): a fast reading accepts a file only
+    if every reading does.
+    """
+    if data[0:1] == b"\x08":  # field 1 as a varint: the full parse reads a SavedModel
+        raise Invalid("a SavedModel's schema version")
+    in_memory = not isinstance(data, Window)
+    if in_memory:
+        require(data)
     try:
-        return ScannedGraph(data)
+        graph = ScannedGraph(data, checked=in_memory)
     except SmallNodes:
-        return HeadGraph(whole())
+        graph = HeadGraph(data if in_memory else whole())
+        if not in_memory:
+            require(graph.data)
+    graph.library = Library(graph.library_payloads())
+    functions = [(function.signature.name, [(node.name, node.op) for node in function.node_def[:SAMPLE]])
+                 for function in graph.library.functions()[:SAMPLE]]
+    if not plausible(graph.sample(), functions):
+        raise Invalid("names and op types unlike a GraphDef's")
+    return graph
 
 
 def _rewrite(data, whole, options: RewriteOptions):
     if options.embed:
         raise NotApplicable("--embed edits the graph structure")
-    graph = _open_graph(data, whole)
-    library = Library(graph.library_payloads())
+    graph = open_stored(data, whole)
+    library = graph.library
     op_types = op_types_needed(options.rules, options.match, options.exclude)
     functions = library.function_nodes(op_types) if options.functions else []
 
@@ -442,10 +395,9 @@ def graphdef_file_bodies(source, functions: bool = True) -> list:
 def _bodies(data, whole, functions: bool) -> list:
     from .summary import Body, bodies_of  # as in api: rewrites do not load the summary layer
 
-    try:
-        graph = ScannedGraph(data)
-    except SmallNodes:
-        encoded = whole()
+    graph = open_stored(data, whole)
+    if isinstance(graph, HeadGraph):
+        encoded = graph.data
         names, ops, inputs, overrides, library = flat_columns(encoded)
         inputs_by_node = lambda: node_inputs(encoded)  # noqa: E731
         node_defs = lambda op_types: [node for node in _parsed(encoded).node if node.op in op_types]  # noqa: E731
@@ -453,7 +405,7 @@ def _bodies(data, whole, functions: bool) -> list:
         names, ops, inputs, overrides, inputs_by_node = _scanned_columns(graph)
         library = graph.library_payloads()
         node_defs = lambda op_types: [node.node for node in graph.nodes if node.op_type in op_types]  # noqa: E731
-    library_graph = Library(library).graph() if library else None  # parsed once, for both below
+    library_graph = graph.library.graph() if library else None  # parsed once, for both below
     saved = saved_gradients(library_graph) if library_graph is not None else {}
     top = Body(None, names, ops, inputs, set(), overrides, saved, inputs_by_node, node_defs)
     if not (functions and library):
@@ -488,7 +440,7 @@ def _node_headers(data, start: int, end: int) -> tuple[list, dict]:
     span of its value (None if it has none), the last entry of a key winning, as
     when a map is parsed. Values are not read."""
     inputs, attrs = [], {}
-    for number, wire_type, _, payload, stop in _fields(data, start, end):
+    for number, wire_type, _, payload, stop in fields(data, start, end):
         if wire_type != 2:
             continue
         if number == 3:
@@ -498,7 +450,7 @@ def _node_headers(data, start: int, end: int) -> tuple[list, dict]:
                 raise NotApplicable("an input is not UTF-8") from None
         elif number == 5:
             key, value = b"", None
-            for entry_number, entry_type, _, entry_payload, entry_stop in _fields(data, payload, stop):
+            for entry_number, entry_type, _, entry_payload, entry_stop in fields(data, payload, stop):
                 if entry_type == 2 and entry_number == 1:
                     key = bytes(data[entry_payload:entry_stop])
                 elif entry_type == 2 and entry_number == 2:
@@ -535,9 +487,9 @@ def remove_overrides_file(source, selects, functions: bool, markers=()):
 
 
 def _remove_overrides(data, whole, selects, functions: bool, markers):
-    graph = _open_graph(data, whole)
+    graph = open_stored(data, whole)
     marker_keys = [marker.encode() for marker in markers]
-    library = Library(graph.library_payloads())
+    library = graph.library
     function_nodes = library.function_nodes() if functions else []
     if graph.may_have_attrs(marker_keys) or any(
         marker in ref.node.attr for ref in function_nodes for marker in markers

@@ -159,7 +159,8 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
     from graphgrad.io import parse_model_bytes
     from graphgrad.summary import summarize_bodies
     from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
-    from graphgrad.wire import NotApplicable, graphdef_bodies, remove_overrides_bytes, rewrite_graphdef_bytes
+    from graphgrad.wire import graphdef_bodies, remove_overrides_bytes, rewrite_graphdef_bytes
+    from graphgrad.wireformat import NotApplicable
 
     used = []
     for relative in graph_files():

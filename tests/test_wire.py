@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from graphgrad import SelectionError, iter_nodes, read_model, rewrite_model
 from graphgrad.model import Model
 from graphgrad.summary import summarize_bodies
-from graphgrad.wire import NotApplicable, ScannedGraph, graphdef_bodies
+from graphgrad.wire import ScannedGraph, graphdef_bodies
+from graphgrad.wireformat import NotApplicable
 
 
 @pytest.fixture
@@ -178,7 +179,7 @@ def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees
 def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
     from graphgrad.partial import _attr_field
     from graphgrad.summary import summarize, summarize_bodies
-    from graphgrad.wire import _encode_varint
+    from graphgrad.wireformat import encode_varint as _encode_varint
 
     graph_def = frozen_graph(layers=2, width=256, with_function=False)
     graph_def.node[3].attr["_gradient_op_type"].s = b"first"

@@ -1,0 +1,212 @@
+"""Differential fuzzing of the fast readings of binary GraphDefs against the full
+parse: mutated real graphs and fixtures, read by every implementation (the scan
+of bytes, the scan through a file window, the cut-down parses of small nodes).
+
+When a fast reading accepts the bytes, the full parse accepts them too, as a
+GraphDef, and the rewrite, summary and reset give what the full parse gives;
+when it does not, the command falls back to the full parse, so every command
+gives one verdict per file."""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from conftest import REALGRAPHS, fixture, rule_options
+from graphs import frozen_graph
+from graphgrad import GraphgradError, rewrite_model
+from graphgrad.io import SourceFile, parse_model_bytes
+from graphgrad.model import Model
+from graphgrad.protos import GraphDef
+from graphgrad.summary import summarize, summarize_bodies
+from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
+from graphgrad.wireformat import NotApplicable
+from graphgrad import validity, wire
+
+REAL = [
+    "dl4j-tf-examples/src/main/resources/tf_graphs/examples/simple_cond/frozen_model.pb",
+    "dl4j-tf-examples/src/main/resources/tf_graphs/examples/simplewhile_nested/frozen_model.pb",
+    "dl4j-tf-examples/src/main/resources/tf_graphs/examples/tensor_dot_misc/frozen_model.pb",
+    "dl4j-tf-examples/src/main/resources/tf_graphs/examples/primitive_gru_dynamic/frozen_model.pb",
+    "tf2onnx-tests/tests/models/regression/graphdef/frozen.pb",
+]
+
+
+def _originals() -> list:
+    found = [open(fixture(name), "rb").read() for name in ("binary_net.pb", "classifier.pb", "ste_sign_frozen.pb")]
+    overridden = frozen_graph(layers=3, width=24)  # large nodes (the scan), overrides and a function library
+    overridden.node[3].attr["_gradient_op_type"].s = b"graphgrad/identity"
+    found.append(overridden.SerializeToString(deterministic=True))
+    found += [open(os.path.join(REALGRAPHS, name), "rb").read() for name in REAL
+              if os.path.isfile(os.path.join(REALGRAPHS, name))]
+    return found
+
+
+ORIGINALS = _originals()
+RULES = rule_options(("op", "Relu=guided_relu"), ("op", "Identity=scale(2)"), ("op", "Sign=ste"), allow_missing=True,
+                     force=True)
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def mutate(original: bytes, data) -> bytes:
+    mutated = bytearray(original)
+    for _ in range(data.draw(st.integers(1, 3))):
+        operation = data.draw(st.sampled_from(["flip", "flip", "flip", "byte", "truncate", "insert", "delete"]))
+        position = data.draw(st.integers(0, max(len(mutated) - 1, 0)))
+        if operation == "flip" and mutated:
+            mutated[position] ^= 1 << data.draw(st.integers(0, 7))
+        elif operation == "byte" and mutated:
+            mutated[position] = data.draw(st.integers(0, 255))
+        elif operation == "truncate":
+            del mutated[position:]
+        elif operation == "insert":
+            mutated[position:position] = data.draw(st.binary(min_size=1, max_size=8))
+        elif mutated:
+            del mutated[position:position + data.draw(st.integers(1, 16))]
+    return bytes(mutated)
+
+
+def full_reading(data: bytes):
+    """The full parse's GraphDef, or None where it takes the bytes for no GraphDef."""
+    try:
+        message, kind, encoding = parse_model_bytes(data)
+    except GraphgradError:
+        return None
+    return message if (kind, encoding) == ("graphdef", "binary") else None
+
+
+def joined(chunks, data: bytes) -> bytes:
+    return b"".join(bytes(data[c[0]:c[1]]) if isinstance(c, tuple) else bytes(c) for c in chunks)
+
+
+class Windowed:
+    """The fast readings of a file, through a window (as for files over
+    ``WHOLE_READ_LIMIT``), with large spans walked (``SPAN_LIMIT`` made small)."""
+
+    def __init__(self, path, monkeypatch):
+        self.path = path
+        monkeypatch.setattr(wire, "WHOLE_READ_LIMIT", 0)
+        monkeypatch.setattr(validity, "SPAN_LIMIT", 48)
+
+    def rewrite(self, data):
+        with SourceFile(self.path) as source:
+            chunks, report = wire.rewrite_graphdef_file(source, RULES)
+            return joined(chunks, data), report
+
+    def bodies(self, data):
+        with SourceFile(self.path) as source:
+            return wire.graphdef_file_bodies(source)
+
+    def reset(self, data):
+        with SourceFile(self.path) as source:
+            chunks, changes = wire.remove_overrides_file(source, reset_selects(ResetOptions()), True, RESET_MARKERS)
+            return joined(chunks, data), changes
+
+
+class InMemory:
+    """The fast readings of bytes: the scan of large nodes or the cut-down parses."""
+
+    def rewrite(self, data):
+        chunks, report = wire.rewrite_graphdef_bytes(data, RULES)
+        return joined(chunks, data), report
+
+    def bodies(self, data):
+        return wire.graphdef_bodies(data)
+
+    def reset(self, data):
+        chunks, changes = wire.remove_overrides_bytes(data, reset_selects(ResetOptions()), True, RESET_MARKERS)
+        return joined(chunks, data), changes
+
+
+def outcome(operation, *args):
+    """``("ok", result)``, or ``("refused", message)`` for a GraphgradError."""
+    try:
+        return "ok", operation(*args)
+    except GraphgradError as error:
+        return "refused", str(error)
+
+
+def compare(reading, data: bytes) -> int:
+    """Check every fast reading of ``data`` against the full parse; how many accepted."""
+    full = full_reading(data)
+    model = Model(full, "graphdef", "binary", "g.pb") if full is not None else None
+    accepted = 0
+    try:
+        fast = outcome(reading.rewrite, data)
+    except NotApplicable:
+        pass
+    else:
+        expected = outcome(rewrite_model, model, RULES) if model else ("refused", "not a GraphDef")
+        assert fast[0] == expected[0], (fast, expected)
+        if fast[0] == "ok":
+            accepted += 1
+            assert GraphDef.FromString(fast[1][0]) == expected[1][0].message and fast[1][1] == expected[1][1]
+    try:
+        bodies = reading.bodies(data)
+    except NotApplicable:
+        pass
+    else:
+        accepted += 1
+        assert full is not None, "a fast summary accepted what the full parse refuses"
+        try:
+            fast_summary = summarize_bodies("g.pb", "graphdef", "binary", [("", bodies)])
+        except NotApplicable:  # reading NodeDefs on demand found the file broken: so would the full parse
+            fast_summary = None
+        if fast_summary is not None:
+            assert fast_summary == summarize(model)
+    try:
+        output, changes = reading.reset(data)
+    except NotApplicable:
+        pass
+    else:
+        accepted += 1
+        assert full is not None, "a fast reset accepted what the full parse refuses"
+        expected, report = reset_model(model, ResetOptions())
+        assert GraphDef.FromString(output) == expected.message and changes == report.overrides
+    return accepted
+
+
+@pytest.mark.parametrize("index", range(len(ORIGINALS)))
+def test_every_reading_accepts_the_originals(index, tmp_path, monkeypatch):
+    data = ORIGINALS[index]
+    assert compare(InMemory(), data) == 3
+    path = tmp_path / "g.pb"
+    path.write_bytes(data)
+    assert compare(Windowed(path, monkeypatch), data) == 3
+
+
+@SETTINGS
+@given(st.sampled_from(ORIGINALS), st.data())
+def test_fast_readings_of_mutated_graphs_agree_with_the_full_parse(original, data):
+    compare(InMemory(), mutate(original, data))
+
+
+@SETTINGS
+@given(st.sampled_from(ORIGINALS), st.data())
+def test_windowed_readings_of_mutated_graphs_agree_with_the_full_parse(tmp_path_factory, original, data):
+    mutated = mutate(original, data)
+    assume(mutated)  # an empty file is refused before any reading (tests/test_hostile.py)
+    path = tmp_path_factory.mktemp("windowed") / "g.pb"
+    path.write_bytes(mutated)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        compare(Windowed(path, monkeypatch), mutated)
+
+
+def test_a_corrupt_constant_is_refused_by_every_reading(tmp_path):
+    """Issue 17, item 7: flip a bit inside a constant no rule selects; the rewrite
+    refuses the file as the full parse does, and writes nothing."""
+    from conftest import run_cli
+
+    data = bytearray(open(fixture("binary_net.pb"), "rb").read())
+    data[476] ^= 0x80
+    source, out = tmp_path / "broken.pb", tmp_path / "out.pb"
+    source.write_bytes(bytes(data))
+    assert full_reading(bytes(data)) is None
+    for command, code in ((["rewrite", source, "--op", "Sign=ste", "-o", out], 1), (["ops", source], 1),
+                          (["reset", source, "-o", out], 1), (["reset", source, "--dry-run"], 1),
+                          (["insert", source, "--at", "x:0", "--grad", "identity", "-o", out], 1),
+                          (["diff", source, source], 2)):  # diff: 2 when a file cannot be read, as diff(1)
+        result = run_cli(*command, expect=code)
+        assert "not a TensorFlow graph file" in result.stderr, command
+    assert not out.exists()
