@@ -31,7 +31,8 @@ from .gradients.calls import CALL_GRADIENT
 from .runtime import (
     holds_tf1_loops, is_registered, overrides_in, register_gradients, route_calls_in, tensorflow, tf1_control_flow,
 )
-from .spec import ATTR, CUSTOM_GRADIENT, NAMESPACE, parse_spec
+from .spec import parse_spec
+from .names import ATTR, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE
 from .summary import bodies_of, graph_ends
 from .surgery import ResetOptions, reset_model
 from .traps import SIGN, graphgrad_spec, scopes_of, sign_notes
@@ -43,7 +44,6 @@ ZERO_GRADIENT = {"Sign"}
 STOPPERS = {"StopGradient", "PreventGradient"}
 DEFAULT_TIMEOUT = 300.0  # seconds a run may take: a real model's gradient takes seconds
 QUANTIZERS = {"Sign", "Round", "Floor", "Ceil", "Rint"}
-CALL_OPS = {"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf", "While", "StatelessWhile", "Case"}
 
 
 class CheckUsageError(GraphgradError):
@@ -750,7 +750,7 @@ def _stoppers(float_path, surrogates, context: _Context, function: str | None) -
         override = _override(op)
         if op.name in on_purpose:
             continue
-        if override in (None, CALL_GRADIENT) and op.type in CALL_OPS:  # routed or not, look inside
+        if override in (None, CALL_GRADIENT) and op.type in FUNCTIONAL_OPS:  # routed or not, look inside
             call = context.top_level.get(op.name, op.node_def) if function is None else op.node_def
             blockers += _function_stoppers(call, context)
             continue

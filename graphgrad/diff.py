@@ -4,7 +4,7 @@ attributes (``_gradient_op_type`` above all), top level and function bodies."""
 from dataclasses import dataclass, field
 
 from .model import Model, iter_nodes
-from .spec import ATTR
+from .names import ATTR
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 

@@ -11,12 +11,7 @@ gradient registered from Python: every override inside the called function is
 ignored unless the call is routed through graphgrad's ``call`` gradient.
 """
 
-import re
-
-OVERRIDE_ATTR = "_gradient_op_type"  # TensorFlow's attribute, read by tf.gradients
-CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
-# tf.function names its own call ops' gradients so; they are not overrides of a body
-_TF_FUNCTION_CALL = re.compile(rb"(Stateful)?PartitionedCall-\d+\Z")
+from .names import ATTR, CALL_OPS, FUNCTION_CALL_NAME
 
 
 def saved_gradients(graph_def) -> dict:
@@ -97,10 +92,10 @@ def functions_with_overrides(bodies: dict) -> set:
 def carries_override(node) -> bool:
     """Whether a NodeDef has a gradient override of its own (tf.function's names for
     its call ops are none: the loading process does not have them)."""
-    if OVERRIDE_ATTR not in node.attr:
+    if ATTR not in node.attr:
         return False
-    value = node.attr[OVERRIDE_ATTR].s
-    return bool(value) and not _TF_FUNCTION_CALL.match(value)
+    value = node.attr[ATTR].s.decode("utf-8", "replace")
+    return bool(value) and not FUNCTION_CALL_NAME.match(value)
 
 
 def functions_run(nodes, functions) -> set:

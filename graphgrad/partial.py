@@ -35,12 +35,11 @@ from itertools import compress
 from google.protobuf.message import DecodeError
 
 from .protos import AttrValue
-from .spec import ATTR
+from .names import ATTR, ATTR_BYTES
 from .validity import SAMPLE
 from .wireformat import NotApplicable, fields
 
 
-ATTR_BYTES = ATTR.encode()
 
 # (message name, [(field name, number, repeated, type)]); a type that is not a
 # scalar name is a message of this file.

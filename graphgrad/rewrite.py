@@ -13,7 +13,7 @@ from .errors import SelectionError
 from .functions import first_names, graph_calls_into_overrides, saved_gradients, unrouted_calls_note
 from .model import Model, iter_nodes
 from .select import DANGLING, op_types_needed, select_nodes
-from .spec import CUSTOM_GRADIENT
+from .names import CUSTOM_GRADIENT
 from .traps import SIGN, graphgrad_spec, looks_at_x, no_gradient_notes, scopes_of, sign_notes
 
 

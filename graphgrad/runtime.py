@@ -24,9 +24,8 @@ from .io import read_model
 from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
 from .rewrite import RewriteOptions, apply_rules
 from .select import NODE, OP, Rule
-from .spec import (
-    ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, GradientSpec, parse_spec, spec_from_attr_value,
-)
+from .spec import GradientSpec, parse_spec, spec_from_attr_value
+from .names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
 
 _LOCK = threading.Lock()
 _MESSAGE_KINDS = {"GraphDef": GRAPHDEF, "MetaGraphDef": METAGRAPH, "SavedModel": SAVEDMODEL}

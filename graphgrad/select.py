@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from .errors import RuleSyntaxError, SelectionError, SpecError
-from .spec import CUSTOM_GRADIENT, GradientSpec, parse_spec
+from .spec import GradientSpec, parse_spec
+from .names import CUSTOM_GRADIENT
 
 OP = "op"
 NODE = "node"

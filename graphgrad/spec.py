@@ -20,14 +20,10 @@ from functools import cached_property
 
 from .errors import SpecError
 from .gradients import REGISTRY, TRANSFORM
+from .names import NAMESPACE, TF_PREFIX
 
-ATTR = "_gradient_op_type"
-NAMESPACE = "graphgrad/"
-TF_PREFIX = "tf:"
 MAX_SPEC_LENGTH = 4096  # of a spec, and of the canonical name the runtime rebuilds a gradient from
 MAX_INTEGER_DIGITS = 18  # whole numbers fit in 64 bits (a seed, an index), and in a float's range
-CUSTOM_GRADIENT = re.compile(r"CustomGradient-\d+\Z")
-FUNCTION_CALL_NAME = re.compile(r"(Stateful)?PartitionedCall-\d+\Z")
 
 _TOKEN = re.compile(
     r"""\s*(?:

@@ -8,9 +8,11 @@ from functools import cached_property
 from itertools import compress
 
 from .errors import SpecError
-from .functions import CALL_OPS, calls_into_overrides, saved_gradients
+from .functions import calls_into_overrides, saved_gradients
+from .names import CALL_OPS
 from .model import Model, meta_graphs_of, override_of, signatures_of
-from .spec import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, spec_from_attr_value
+from .spec import spec_from_attr_value
+from .names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
 
 GRAPHGRAD = "graphgrad"
 UNRESOLVED = "unresolved"

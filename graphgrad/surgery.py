@@ -11,7 +11,8 @@ from .errors import GraphgradError, SelectionError
 from .model import Model, NodeRef, override_of
 from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
 from .select import select_nodes
-from .spec import ATTR, GradientSpec
+from .spec import GradientSpec
+from .names import ATTR
 
 
 @dataclass(frozen=True)

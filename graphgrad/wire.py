@@ -25,15 +25,17 @@ from functools import cached_property
 
 from google.protobuf.message import DecodeError
 
-from .functions import CALL_OPS, calls_into_overrides, functions_with_overrides, saved_gradients, unrouted_calls_note
+from .functions import calls_into_overrides, functions_with_overrides, saved_gradients, unrouted_calls_note
+from .names import CALL_OPS
 from .model import iter_graph_nodes, override_of, set_override
-from .partial import ATTR_BYTES, HeadGraph, flat_columns, node_inputs, parse
+from .partial import HeadGraph, flat_columns, node_inputs, parse
+from .names import ATTR_BYTES
 from .protos import AttrValue, GraphDef, NodeDef
 from .rewrite import (
     NodeChange, RewriteOptions, RewriteReport, apply_rules, changes_signs, refuse_misfits, sign_trap_notes,
 )
 from .select import choose_by_op_type, op_types_needed
-from .spec import ATTR
+from .names import ATTR
 from .traps import ADDS, SIGN, no_gradient_notes, scopes_of
 from .validity import SAMPLE, Invalid, plausible, require, require_field
 from .wireformat import NotApplicable, encode_varint, fields

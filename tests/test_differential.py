@@ -76,6 +76,16 @@ def full_reading(data: bytes):
     return message if (kind, encoding) == ("graphdef", "binary") else None
 
 
+def tensorflow_parses(output: bytes) -> bool:
+    """Whether TensorFlow's own GraphDef proto parses ``output`` (True without TensorFlow)."""
+    try:
+        from tensorflow.core.framework.graph_pb2 import GraphDef as TensorFlowGraphDef
+    except ImportError:
+        return True
+    TensorFlowGraphDef.FromString(output)
+    return True
+
+
 def joined(chunks, data: bytes) -> bytes:
     return b"".join(bytes(data[c[0]:c[1]]) if isinstance(c, tuple) else bytes(c) for c in chunks)
 
@@ -142,6 +152,7 @@ def compare(reading, data: bytes) -> int:
         if fast[0] == "ok":
             accepted += 1
             assert GraphDef.FromString(fast[1][0]) == expected[1][0].message and fast[1][1] == expected[1][1]
+            assert tensorflow_parses(fast[1][0])
     try:
         bodies = reading.bodies(data)
     except NotApplicable:

@@ -10,7 +10,7 @@ from graphgrad import iter_nodes, read_model, rewrite_model
 from graphgrad.io import parse_model_bytes
 from graphgrad.model import Model
 from graphgrad.partial import HeadGraph, parse
-from graphgrad.spec import ATTR
+from graphgrad.names import ATTR
 from graphgrad.wire import (
     NotApplicable,
     ScannedGraph,

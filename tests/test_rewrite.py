@@ -11,7 +11,7 @@ from graphgrad import (
     serialize,
 )
 from graphgrad.model import override_of
-from graphgrad.spec import ATTR
+from graphgrad.names import ATTR
 
 
 def options(*rules, **kwargs):

@@ -11,7 +11,8 @@ copy with ``tf.gradients``. The copy recomputes the body's forward values; a bod
 with side effects (variable assignments) would repeat them.
 """
 
-from ..functions import CALL_OPS, OVERRIDE_ATTR, functions_with_overrides, unrouted_calls_into
+from ..functions import functions_with_overrides, unrouted_calls_into
+from ..names import ATTR, CALL_OPS
 from .registry import REPLACEMENT, builtin
 
 CALL_GRADIENT = "graphgrad/call"  # what ``call`` is written as: the canonical name of the spec
@@ -49,7 +50,7 @@ def inline_function(tf, graph, function_name: str, inputs, wanted=None) -> tuple
     body, flat_names = function_def_to_graph_def(definition)
     overriding = overriding_functions(graph)
     for node in unrouted_calls_into(body.node, overriding):
-        node.attr[OVERRIDE_ATTR].s = CALL_GRADIENT.encode()
+        node.attr[ATTR].s = CALL_GRADIENT.encode()
     returns = [flat_names[definition.ret[arg.name]] for arg in definition.signature.output_arg]
     # Under a GradientTape the gradient is built in a graph of its own, and
     # import_graph_def maps inputs only onto that graph's tensors: an Identity captures them.

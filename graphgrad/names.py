@@ -1,0 +1,24 @@
+"""The names every layer shares: TensorFlow's override attribute, graphgrad's
+namespace, the op types that call functions, the names TensorFlow writes itself.
+
+One definition each, at the bottom of the package: it imports nothing.
+"""
+
+import re
+
+# The NodeDef attribute that tf.gradients looks up instead of the op type
+# (written by Graph.gradient_override_map).
+ATTR = "_gradient_op_type"
+ATTR_BYTES = ATTR.encode()
+# The prefix of every override graphgrad writes: graphgrad/<canonical spec>.
+NAMESPACE = "graphgrad/"
+# A spec naming a gradient that TensorFlow (or the loading process) registers.
+TF_PREFIX = "tf:"
+# The override tf.custom_gradient writes; dangling where nothing registers it.
+CUSTOM_GRADIENT = re.compile(r"CustomGradient-\d+\Z")
+# The override tf.function gives its own call ops; not an override of a body.
+FUNCTION_CALL_NAME = re.compile(r"(Stateful)?PartitionedCall-\d+\Z")
+# Ops that call the function named by their attribute ``f``.
+CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# Every op that runs functions of the graph: calls, and control flow v2's branches and loops.
+FUNCTIONAL_OPS = frozenset(CALL_OPS) | {"If", "StatelessIf", "While", "StatelessWhile", "Case"}
