@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, ".cache")
 PYTHON = sys.executable
 GRAPHGRAD = [PYTHON, "-m", "graphgrad"]
-REPLACING = "graphgrad rewrite, replacing a file"  # fsynced before its rename (see graphgrad/io.py)
+REPLACING = "graphgrad rewrite, replacing a file"  # fsynced before its rename (see graphgrad/files/io.py)
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 

@@ -12,21 +12,23 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _EXPORTS = {
-    "api": ["FileResult", "OutputOptions", "rewrite_file", "rewrite_files", "summarize_file"],
-    "edit": ["rename_functions"],
+    "jobs.api": ["FileResult", "OutputOptions", "rewrite_file", "rewrite_files", "summarize_file"],
+    "edits.nodes": ["rename_functions"],
     "errors": [
         "GraphgradError", "ModelReadError", "ModelWriteError", "RegistryError", "SelectionError",
         "RuleSyntaxError", "SpecError", "TensorFlowMissingError", "UnresolvedGradientsError", "UnroutedCallsWarning",
         "UsageError",
     ],
     "gradients": ["REGISTRY", "gradient"],
-    "io": ["load_gradient_module", "read_model", "serialize", "write_model"],
-    "model": ["Model", "iter_nodes"],
-    "rewrite": ["RewriteOptions", "RewriteReport", "apply_rules", "rewrite_model"],
-    "runtime": ["Registration", "import_graph_def", "override", "register_gradients", "save"],
-    "select": ["Rule", "parse_rule"],
-    "spec": ["ATTR", "GradientSpec", "attr_value_for", "parse_spec"],
-    "summary": ["ModelSummary", "classify_override", "summarize"],
+    "gradients.user_modules": ["load_gradient_module"],
+    "files.io": ["read_model", "serialize", "write_model"],
+    "graph.model": ["Model", "iter_nodes"],
+    "edits.rewrite": ["RewriteOptions", "RewriteReport", "apply_rules", "rewrite_model"],
+    "tf.runtime": ["Registration", "import_graph_def", "override", "register_gradients", "save"],
+    "edits.select": ["Rule", "parse_rule"],
+    "names": ["ATTR"],
+    "gradients.spec": ["GradientSpec", "attr_value_for", "parse_spec"],
+    "edits.summary": ["ModelSummary", "classify_override", "summarize"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from graphgrad.cli import main
-from graphgrad.rewrite import RewriteOptions
-from graphgrad.select import parse_rule
-from graphgrad.wire import rewrite_graphdef_bytes
+from graphgrad.edits.rewrite import RewriteOptions
+from graphgrad.edits.select import parse_rule
+from graphgrad.edits.fast import rewrite_graphdef_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures")

@@ -1,6 +1,6 @@
 """Graphs built in tests with protobuf alone (no TensorFlow)."""
 
-from graphgrad.protos import DataType, GraphDef
+from graphgrad.files.protos import DataType, GraphDef
 
 FLOAT = DataType.Value("DT_FLOAT")
 

@@ -107,8 +107,8 @@ def test_an_in_place_batch_removes_what_killed_writers_left(zoo):
 def test_a_batch_lists_each_output_directory_once_not_once_per_file(zoo, tmp_path, monkeypatch):
     """Listing the directory per written file made a zoo of one folder quadratic."""
     from graphgrad import OutputOptions, parse_rule, rewrite_files
-    from graphgrad.batch import BatchOptions
-    from graphgrad.rewrite import RewriteOptions
+    from graphgrad.jobs.batch import BatchOptions
+    from graphgrad.edits.rewrite import RewriteOptions
 
     folder = zoo / "team_a" / "binary"
     for index in range(5):
@@ -160,7 +160,7 @@ def a_thread_of_its_own():
 
 @linux_only
 def test_jobs_give_the_same_results_from_a_threaded_program(zoo, tmp_path):
-    from graphgrad.batch import worker_context
+    from graphgrad.jobs.batch import worker_context
 
     with a_thread_of_its_own():
         assert worker_context().get_start_method() == "forkserver"
@@ -181,7 +181,7 @@ def test_workers_from_a_fork_server_load_the_users_gradients(zoo, tmp_path):
     for index in range(3):
         shutil.copy(folder / "net.pb", folder / f"net{index}.pb")
     threaded_program = "\n".join([
-        "import sys, threading", "from graphgrad.batch import worker_context", "from graphgrad.cli import main",
+        "import sys, threading", "from graphgrad.jobs.batch import worker_context", "from graphgrad.cli import main",
         "threading.Thread(target=threading.Event().wait, daemon=True).start()",
         "assert worker_context().get_start_method() == 'forkserver'", "main(sys.argv[1:])",
     ])
@@ -198,7 +198,7 @@ def test_without_proc_the_python_threads_count(monkeypatch):
     def no_proc(path):
         raise FileNotFoundError(path)
 
-    from graphgrad.batch import worker_context
+    from graphgrad.jobs.batch import worker_context
 
     monkeypatch.setattr(os, "listdir", no_proc)
     with a_thread_of_its_own():
@@ -208,7 +208,7 @@ def test_without_proc_the_python_threads_count(monkeypatch):
 @linux_only
 def test_a_single_threaded_process_forks_its_workers():
     """The command line: workers inherit its imports (Python 3.14's default would import them again)."""
-    probe = "from graphgrad.batch import worker_context; print(worker_context().get_start_method())"
+    probe = "from graphgrad.jobs.batch import worker_context; print(worker_context().get_start_method())"
     threaded = "import threading; threading.Thread(target=threading.Event().wait, daemon=True).start(); "
     methods = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
                for code in (probe, threaded + probe)]
@@ -297,7 +297,7 @@ def test_reset_over_a_batch(zoo):
 def test_reports_survive_the_trip_from_a_worker():
     import pickle
 
-    from graphgrad.rewrite import NodeChange, RewriteReport
+    from graphgrad.edits.rewrite import NodeChange, RewriteReport
 
     report = RewriteReport(
         changes=[NodeChange("", "a/Sign", "Sign", None, "graphgrad/ste(clip=1.0)"),
@@ -320,7 +320,7 @@ def test_a_batch_keeps_reports_packed_until_it_prints_them():
     """-j 1 holds every file's report as -j 2's parent does: packed, not a string per node."""
     import pickle
 
-    from graphgrad.rewrite import NodeChange, RewriteReport
+    from graphgrad.edits.rewrite import NodeChange, RewriteReport
 
     rows = [NodeChange("", f"layer{index}/Sign", "Sign", None, "graphgrad/ste(clip=1.0)") for index in range(1000)]
     packed = RewriteReport(changes=rows, unchanged=[], notes=["n"]).packed()
@@ -334,7 +334,7 @@ def test_a_batch_keeps_reports_packed_until_it_prints_them():
 def test_packed_columns_keep_every_value():
     import pickle
 
-    from graphgrad.rewrite import NodeChange, RewriteReport
+    from graphgrad.edits.rewrite import NodeChange, RewriteReport
 
     rows = [NodeChange("", "a\0b", "Sign", None, "x"),  # a separator inside a name: kept as a list
             NodeChange("", "c", "Sign", "joined", "same"),  # values that spell the packing's tags
@@ -346,7 +346,7 @@ def test_packed_columns_keep_every_value():
 
 
 def test_column_reports_read_like_row_reports():
-    from graphgrad.rewrite import NodeChange, RewriteReport
+    from graphgrad.edits.rewrite import NodeChange, RewriteReport
 
     columns = RewriteReport.from_columns(
         (("", ""), ("a", "b"), ("Sign", "Sign"), (None, None), ("x", "x")), notes=["n"])
@@ -360,7 +360,7 @@ def test_column_reports_read_like_row_reports():
 def test_progress_bar_only_on_a_terminal(monkeypatch):
     import io
 
-    from graphgrad.batch import Item
+    from graphgrad.jobs.batch import Item
     from graphgrad.cli.render import progress_bar
 
     class Terminal(io.StringIO):

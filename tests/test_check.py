@@ -371,7 +371,7 @@ def test_a_keras_export_checks_its_serving_default_as_tf2_loads_it(tmp_path):
     gradient is the one tf.saved_model.load + GradientTape compute."""
     keras = pytest.importorskip("keras", reason="needs Keras (comes with TensorFlow)")
     import graphgrad
-    from graphgrad.model import signatures_of
+    from graphgrad.graph.model import signatures_of
 
     exported, guided = tmp_path / "exported", tmp_path / "guided"
     with warnings.catch_warnings():  # Keras's own
@@ -460,7 +460,7 @@ def test_check_hides_tensorflows_log_lines_unless_verbose():
 
 
 def test_tensorflows_reason_is_shown_not_its_header():
-    from graphgrad.check import tensorflow_says
+    from graphgrad.tf.check import tensorflow_says
 
     class Failure(Exception):
         message = ("Graph execution error:\n\nDetected at node 'steps' defined at (most recent call last):\n"

@@ -46,7 +46,7 @@ def test_ops_golden_on_a_patched_tf2_saved_model(in_root, tmp_path):
 def ends_graph():
     """Two placeholders; a node read only as 'split:1', one read only as '^check':
     neither is an output; unread constants and no-ops are not outputs either."""
-    from graphgrad.protos import GraphDef
+    from graphgrad.files.protos import GraphDef
 
     graph_def = GraphDef()
     for name, op, inputs in [

@@ -10,19 +10,20 @@ gives one verdict per file."""
 import os
 
 import pytest
+from conftest import REALGRAPHS, fixture, rule_options
+from graphs import frozen_graph
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import REALGRAPHS, fixture, rule_options
-from graphs import frozen_graph
 from graphgrad import GraphgradError, rewrite_model
-from graphgrad.io import SourceFile, parse_model_bytes
-from graphgrad.model import Model
-from graphgrad.protos import GraphDef
-from graphgrad.summary import summarize, summarize_bodies
-from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
-from graphgrad.wireformat import NotApplicable
-from graphgrad import validity, wire
+from graphgrad.edits import fast as wire
+from graphgrad.edits.summary import summarize, summarize_bodies
+from graphgrad.edits.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
+from graphgrad.files import stored, validity
+from graphgrad.files.io import SourceFile, parse_model_bytes
+from graphgrad.files.protos import GraphDef
+from graphgrad.files.wireformat import NotApplicable
+from graphgrad.graph.model import Model
 
 REAL = [
     "dl4j-tf-examples/src/main/resources/tf_graphs/examples/simple_cond/frozen_model.pb",
@@ -96,7 +97,7 @@ class Windowed:
 
     def __init__(self, path, monkeypatch):
         self.path = path
-        monkeypatch.setattr(wire, "WHOLE_READ_LIMIT", 0)
+        monkeypatch.setattr(stored, "WHOLE_READ_LIMIT", 0)
         monkeypatch.setattr(validity, "SPAN_LIMIT", 48)
 
     def rewrite(self, data):

@@ -9,12 +9,12 @@ from conftest import fixture, run_cli
 from graphs import calling_graph
 
 from graphgrad import read_model, summarize
-from graphgrad.functions import (
+from graphgrad.graph.functions import (
     called_function, calls_behind_branches, calls_into_overrides, function_bodies, functions_with_overrides,
     graph_calls_into_overrides, unrouted_calls_note,
 )
-from graphgrad.protos import NodeDef
-from graphgrad.runtime import route_calls_in, with_routed_calls
+from graphgrad.files.protos import NodeDef
+from graphgrad.tf.runtime import route_calls_in, with_routed_calls
 
 NOTE = "call op(s) run functions that hold gradient overrides"
 

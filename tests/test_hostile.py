@@ -12,7 +12,7 @@ from conftest import fixture, run_cli
 
 import graphgrad
 from graphgrad.errors import SpecError
-from graphgrad.io import PROTOBUF_LIMIT, write_chunks
+from graphgrad.files.io import PROTOBUF_LIMIT, write_chunks
 
 BINARY_NET = fixture("binary_net.pb")
 
@@ -191,7 +191,7 @@ def test_a_locked_temporary_of_an_unknown_pid_is_left_alone(tmp_path):
     import fcntl
 
     from conftest import dead_pid
-    from graphgrad.io import remove_stale_temporaries
+    from graphgrad.files.io import remove_stale_temporaries
 
     temporary = tmp_path / f".out.pb.{dead_pid()}.a1b2c3d.graphgrad-tmp"
     temporary.write_bytes(b"in progress")
@@ -205,7 +205,7 @@ def test_a_locked_temporary_of_an_unknown_pid_is_left_alone(tmp_path):
 
 def test_a_sweep_puts_back_the_old_savedmodel_of_a_swap_killed_half_way(tmp_path):
     from conftest import dead_pid
-    from graphgrad.io import remove_stale_temporaries
+    from graphgrad.files.io import remove_stale_temporaries
 
     backup = tmp_path / f".model.{dead_pid()}.c1v2b3n.graphgrad-tmp.old"
     shutil.copytree(fixture("saved_model"), backup)
@@ -218,7 +218,7 @@ def test_a_sweep_puts_back_the_old_savedmodel_of_a_swap_killed_half_way(tmp_path
 
 
 def test_replacing_a_savedmodel_output_is_one_exchange(tmp_path, monkeypatch):
-    import graphgrad.io as io
+    import graphgrad.files.io as io
 
     calls = []
     exchange = io._exchange

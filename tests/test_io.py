@@ -4,7 +4,7 @@ import pytest
 
 from conftest import dead_pid, fixture
 from graphgrad import ModelReadError, ModelWriteError, read_model, serialize, write_model
-from graphgrad.io import parse_model_bytes
+from graphgrad.files.io import parse_model_bytes
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_failed_write_leaves_nothing_and_keeps_the_old_file(tmp_path, monkeypatc
     def refuse(*_):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("graphgrad.io.os.replace", refuse)
+    monkeypatch.setattr("graphgrad.files.io.os.replace", refuse)
     with pytest.raises(ModelWriteError, match="cannot write .*No space left"):
         write_model(model, str(out))
     assert os.listdir(tmp_path) == ["out.pb"]
@@ -207,7 +207,7 @@ def test_write_into_missing_directory_fails_cleanly(tmp_path):
 
 
 def test_an_input_shortened_while_it_is_copied_is_an_error_and_leaves_no_output(tmp_path):
-    from graphgrad.io import SourceFile, write_chunks
+    from graphgrad.files.io import SourceFile, write_chunks
 
     source_path, out = tmp_path / "in.pb", tmp_path / "out.pb"
     source_path.write_bytes(b"x" * 10_000)
@@ -233,7 +233,7 @@ def test_a_write_removes_what_killed_writers_left_for_its_target_only(tmp_path):
 
 
 def test_a_sweep_of_a_directory_removes_every_killed_writers_temporary(tmp_path):
-    from graphgrad.io import remove_stale_temporaries
+    from graphgrad.files.io import remove_stale_temporaries
 
     dead, alive = dead_pid(), os.getpid()
     (tmp_path / f".a.1.pb.{dead}.k3x9_a1.graphgrad-tmp").write_bytes(b"partial")  # dots and digits in the target

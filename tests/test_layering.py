@@ -12,43 +12,23 @@ from conftest import ROOT, fixture
 
 PACKAGE = os.path.join(ROOT, "graphgrad")
 
-# Which graphgrad modules each layer may import (module names relative to the package).
-ALLOWED = {
-    "errors": set(),
-    "protos": set(),
-    "functions": set(),
-    "gradients": {"errors", "functions", "gradients"},
-    "spec": {"errors", "gradients"},
-    "model": {"spec"},
-    "wireformat": set(),
-    "validity": {"protos", "wireformat"},
-    "io": {"errors", "model", "protos", "validity"},
-    "select": {"errors", "spec"},
-    "traps": {"errors", "spec"},
-    "rewrite": {"errors", "functions", "model", "select", "spec", "traps"},
-    "summary": {"errors", "functions", "model", "spec"},
-    "edit": {"errors", "functions", "model", "protos"},
-    "embed": {"edit", "errors", "protos", "spec"},
-    "surgery": {"edit", "embed", "errors", "model", "rewrite", "select", "spec"},
-    "diff": {"model", "spec"},
-    "batch": {"errors", "io"},
-    "partial": {"protos", "spec", "validity", "wireformat"},
-    "wire": {
-        "functions", "model", "partial", "protos", "rewrite", "select", "spec", "summary", "traps", "validity",
-        "wireformat",
-    },
-    "api": {"batch", "diff", "errors", "io", "model", "rewrite", "summary", "surgery", "wire", "wireformat"},
-    "runtime": {"errors", "functions", "gradients", "io", "model", "rewrite", "select", "spec"},
-    "effects": {"functions"},
-    "check": {
-        "edit", "effects", "embed", "errors", "functions", "gradients", "io", "model", "runtime", "spec", "summary",
-        "surgery", "traps",
-    },
-    "cli": {
-        "api", "batch", "check", "cli", "edit", "errors", "functions", "gradients", "io", "model", "rewrite", "select",
-        "spec", "summary", "surgery",
-    },
-}
+# The layers, bottom first: a module may import its own layer and those below it,
+# never one above. Each folder of the package is a layer; the bottom one is the
+# two modules at the top of the package that every layer shares.
+LAYERS = [
+    ("base", {"errors", "names"}),  # error types; the names every layer shares
+    ("graph", {"graph"}),  # the data model: a loaded file's graphs and nodes, which functions they call
+    ("files", {"files"}),  # graph files: schema, reading and atomic writing, fast readings, one validity
+    ("gradients", {"gradients"}),  # the gradient library and the spec grammar
+    ("edits", {"edits"}),  # rules to nodes, rewrites, insert/embed/reset, summaries, diffs
+    ("tf", {"tf"}),  # the TensorFlow side: runtime, check
+    ("jobs", {"jobs"}),  # file-level operations, batches
+    ("cli", {"cli"}),  # the command line
+]
+RANK = {top: rank for rank, (_, tops) in enumerate(LAYERS) for top in tops}
+# TensorFlow's private API, in one module that imports nothing of graphgrad: any
+# layer may call it (lazily: see the TensorFlow tests below).
+OPEN_TO_ALL = {("tf", "internals")}
 
 
 def modules():
@@ -59,29 +39,40 @@ def modules():
                 yield os.path.relpath(path, PACKAGE), ast.parse(open(path).read(), path)
 
 
-def layer_of(relative_path):
+def top_of(relative_path):
+    """The package entry a module belongs to: its folder, or its own name at the top."""
     return relative_path.split(os.sep)[0].removesuffix(".py")
 
 
-def imported_layers(relative_path, tree):
-    """graphgrad layers a module imports, resolved from relative imports."""
+def imported_modules(relative_path, tree):
+    """``(top, second)`` of each graphgrad module a module imports (``second``: the
+    module within a folder, or None), resolved from relative imports."""
     package = os.path.dirname(relative_path).split(os.sep) if os.path.dirname(relative_path) else []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-            target = (base + (node.module.split(".") if node.module else []))
+            target = base + (node.module.split(".") if node.module else [])
             if target:
-                yield target[0]
+                for alias in node.names:
+                    yield target[0], (target + [alias.name])[1]
             else:
-                yield from (alias.name for alias in node.names)
+                yield from ((alias.name, None) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("graphgrad."):
-            yield node.module.split(".")[1]
+            target = node.module.split(".")[1:]
+            yield target[0], (target + [None])[1]
 
 
-# The TF runtime layer, and the gradient helpers that need TF internals `tf` does not expose.
+# Where TensorFlow may be imported (inside functions): the TensorFlow side, and the
+# gradient helpers that run inside TensorFlow's gradient machinery.
 TENSORFLOW_MODULES = {
-    "runtime.py", "check.py", os.path.join("gradients", "calls.py"), os.path.join("gradients", "common.py"),
+    os.path.join("tf", "runtime.py"), os.path.join("tf", "check.py"), os.path.join("tf", "internals.py"),
+    os.path.join("gradients", "calls.py"), os.path.join("gradients", "common.py"),
 }
+
+
+def test_the_layers_are_the_folders():
+    tops = {top_of(relative_path) for relative_path, _ in modules()} - {"__init__", "__main__"}
+    assert tops == set(RANK), "every module belongs to one layer of LAYERS"
 
 
 def test_tensorflow_is_imported_only_inside_runtime_functions():
@@ -103,16 +94,36 @@ def test_tensorflow_is_imported_only_inside_runtime_functions():
 
 def test_layers_only_import_what_they_may():
     for relative_path, tree in modules():
-        layer = layer_of(relative_path)
-        if layer in ("__init__", "__main__"):
+        top = top_of(relative_path)
+        if top in ("__init__", "__main__"):
             continue
-        for imported in imported_layers(relative_path, tree):
-            assert imported in ALLOWED[layer] or imported == layer, f"{relative_path} imports {imported}"
+        for imported, second in imported_modules(relative_path, tree):
+            if (imported, second) in OPEN_TO_ALL:
+                continue
+            assert RANK[imported] <= RANK[top], (
+                f"{relative_path} imports {imported}: layer {LAYERS[RANK[imported]][0]} is above "
+                f"{LAYERS[RANK[top]][0]}"
+            )
 
 
-def test_only_io_touches_files():
+def test_the_base_and_the_private_api_module_import_nothing_of_graphgrad():
     for relative_path, tree in modules():
-        if relative_path == "io.py":
+        if top_of(relative_path) in LAYERS[0][1] or relative_path == os.path.join("tf", "internals.py"):
+            assert not list(imported_modules(relative_path, tree)), f"{relative_path} imports graphgrad"
+
+
+def test_tensorflows_private_api_is_used_in_one_module():
+    for relative_path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tensorflow.python"):
+                assert relative_path == os.path.join("tf", "internals.py"), (
+                    f"{relative_path} imports {node.module}: add what it needs to graphgrad/tf/internals.py"
+                )
+
+
+def test_only_the_file_io_module_opens_files():
+    for relative_path, tree in modules():
+        if relative_path == os.path.join("files", "io.py"):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":

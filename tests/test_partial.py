@@ -1,4 +1,4 @@
-"""The cut-down parses for GraphDefs of many small nodes (graphgrad.partial)."""
+"""The cut-down parses for GraphDefs of many small nodes (graphgrad.files.small_nodes)."""
 
 import pytest
 from conftest import fast_rewrite as fast
@@ -7,15 +7,12 @@ from conftest import run_cli
 from graphs import chain_graph, frozen_graph, many_nodes
 
 from graphgrad import iter_nodes, read_model, rewrite_model
-from graphgrad.io import parse_model_bytes
-from graphgrad.model import Model
-from graphgrad.partial import HeadGraph, parse
+from graphgrad.files.io import parse_model_bytes
+from graphgrad.files.scan import ScannedGraph, SmallNodes
+from graphgrad.files.small_nodes import HeadGraph, parse
+from graphgrad.files.wireformat import NotApplicable
+from graphgrad.graph.model import Model
 from graphgrad.names import ATTR
-from graphgrad.wire import (
-    NotApplicable,
-    ScannedGraph,
-    SmallNodes,
-)
 
 
 @pytest.fixture
@@ -96,8 +93,8 @@ def test_cli_rewrites_a_chain_through_it(tmp_path):
 
 def summaries(data, functions=True):
     """(cut-down summary, full-parse summary) of GraphDef bytes."""
-    from graphgrad.summary import summarize, summarize_bodies
-    from graphgrad.wire import graphdef_bodies
+    from graphgrad.edits.fast import graphdef_bodies
+    from graphgrad.edits.summary import summarize, summarize_bodies
 
     fast_summary = summarize_bodies("g.pb", "graphdef", "binary", [("", graphdef_bodies(data, functions))])
     full = summarize(Model(parse_model_bytes(data)[0], "graphdef", "binary", "g.pb"), functions)
@@ -169,7 +166,7 @@ def test_cli_ops_groups_thousands_of_overrides(tmp_path):
 ])
 @pytest.mark.parametrize("allow_missing", [False, True])
 def test_plain_op_rules_skip_the_per_node_objects_with_the_same_outcome(monkeypatch, rules, allow_missing):
-    import graphgrad.wire
+    import graphgrad.edits.fast
 
     graph_def = chain_graph(300)
     data = graph_def.SerializeToString()
@@ -180,7 +177,7 @@ def test_plain_op_rules_skip_the_per_node_objects_with_the_same_outcome(monkeypa
         full_error = str(error)
     else:
         full_error = None
-    monkeypatch.setattr(graphgrad.wire, "apply_rules", None)  # the per-node path would fail
+    monkeypatch.setattr(graphgrad.edits.fast, "apply_rules", None)  # the per-node path would fail
     try:
         output, report = fast(data, rewrite_options)
     except Exception as error:

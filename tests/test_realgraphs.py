@@ -154,13 +154,13 @@ def test_check_catches_a_classifier_differentiated_through_its_whole_softmax():
 
 
 def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
-    """Every real binary GraphDef: rewrite, summary and reset through graphgrad.wire
+    """Every real binary GraphDef: rewrite, summary and reset through graphgrad.edits.fast
     equal a full parse's, and a second rewrite gives the same bytes."""
-    from graphgrad.io import parse_model_bytes
-    from graphgrad.summary import summarize_bodies
-    from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
-    from graphgrad.wire import graphdef_bodies, remove_overrides_bytes, rewrite_graphdef_bytes
-    from graphgrad.wireformat import NotApplicable
+    from graphgrad.files.io import parse_model_bytes
+    from graphgrad.edits.summary import summarize_bodies
+    from graphgrad.edits.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
+    from graphgrad.edits.fast import graphdef_bodies, remove_overrides_bytes, rewrite_graphdef_bytes
+    from graphgrad.files.wireformat import NotApplicable
 
     used = []
     for relative in graph_files():

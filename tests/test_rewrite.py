@@ -10,7 +10,7 @@ from graphgrad import (
     rewrite_model,
     serialize,
 )
-from graphgrad.model import override_of
+from graphgrad.graph.model import override_of
 from graphgrad.names import ATTR
 
 
@@ -112,7 +112,7 @@ def test_near_misses_are_errors_with_hints(rule, hint):
 
 def test_an_op_type_that_is_also_an_api_name_gets_no_api_hint():
     """`Identity` is what tf.identity creates: saying so would only repeat the key."""
-    from graphgrad.select import suggest_op_types
+    from graphgrad.edits.select import suggest_op_types
 
     assert suggest_op_types("Identity", ["Const", "IdentityN"]) == "did you mean IdentityN?"
     assert suggest_op_types("Sign", ["Const"]) == ""
@@ -150,7 +150,7 @@ def test_saved_model_rewrites_every_meta_graph():
 
 def test_an_op_no_gradient_passes_through_gets_a_note(tmp_path):
     from conftest import run_cli
-    from graphgrad.protos import GraphDef
+    from graphgrad.files.protos import GraphDef
 
     graph_def = GraphDef()
     graph_def.node.add(name="files", op="TensorSliceDataset")

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, fixture, run_cli
 from graphs import chain_graph
 from graphgrad import ModelReadError, RewriteOptions, parse_rule, read_model, rewrite_model, serialize
-from graphgrad.protos import AttrValue
+from graphgrad.files.protos import AttrValue
 
 
 def test_a_valid_protobuf_of_another_kind(tmp_path):
@@ -88,6 +88,6 @@ def test_killed_workers_never_lose_an_original(tmp_path):
 
 
 def read_model_bytes(graph_def):
-    from graphgrad.model import Model
+    from graphgrad.graph.model import Model
 
     return Model(graph_def, "graphdef", "binary")

@@ -8,7 +8,7 @@ from tf_helpers import assert_close, gradients, rewrite_and_load, run_cli, tf, v
 
 import graphgrad
 from graphgrad import SelectionError, UnresolvedGradientsError
-from graphgrad.runtime import is_registered
+from graphgrad.tf.runtime import is_registered
 
 
 def test_registration_is_idempotent(tmp_path):

@@ -3,7 +3,7 @@ import pytest
 from graphgrad import REGISTRY, SpecError, parse_spec
 from graphgrad.errors import RegistryError
 from graphgrad.gradients.registry import GradientDef
-from graphgrad.spec import spec_from_attr_value
+from graphgrad.gradients.spec import spec_from_attr_value
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import pytest
 
 from conftest import fixture, run_cli
 from graphgrad import RewriteOptions, SelectionError, SpecError, parse_rule, parse_spec, read_model
-from graphgrad.diff import diff_models
-from graphgrad.surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
+from graphgrad.edits.diff import diff_models
+from graphgrad.edits.surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
 
 
 def insert(model, tensor, spec, **kwargs):
@@ -147,7 +147,7 @@ def test_insert_cli_reports_and_refuses(tmp_path):
 
 
 def test_scope_removes_scattered_nodes_in_place_and_keeps_the_order():
-    from graphgrad.edit import Scope
+    from graphgrad.edits.nodes import Scope
 
     graph_def = read_model(fixture("dense_net.pb")).message
     names = [node.name for node in graph_def.node]
@@ -177,7 +177,7 @@ def test_embed_refuses_a_tensor_that_is_not_floating_point(tmp_path):
 def test_embed_on_an_op_whose_other_outputs_are_used_says_what_to_do_instead(tmp_path):
     import shlex
 
-    from graphgrad.protos import DataType, GraphDef
+    from graphgrad.files.protos import DataType, GraphDef
 
     graph_def = GraphDef()
     for name, op, inputs in [("x", "Placeholder", []), ("split", "Unpack", ["x"]), ("sign", "Sign", ["split"]),

@@ -11,7 +11,7 @@ from conftest import ROOT, fixture, run_cli
 from tf_helpers import assert_close, gradients, load, tf, v1
 
 import graphgrad
-from graphgrad.embed import EMBEDDABLE
+from graphgrad.edits.embed import EMBEDDABLE
 
 RNG = np.random.default_rng(7)
 

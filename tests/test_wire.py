@@ -9,16 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphgrad import SelectionError, iter_nodes, read_model, rewrite_model
-from graphgrad.model import Model
-from graphgrad.summary import summarize_bodies
-from graphgrad.wire import ScannedGraph, graphdef_bodies
-from graphgrad.wireformat import NotApplicable
+from graphgrad.edits.fast import graphdef_bodies
+from graphgrad.edits.summary import summarize_bodies
+from graphgrad.files.scan import ScannedGraph
+from graphgrad.files.wireformat import NotApplicable
+from graphgrad.graph.model import Model
 
 
 @pytest.fixture
 def reads(monkeypatch):
     """(start, end) of every read of a model file, as they happen."""
-    from graphgrad import io
+    from graphgrad.files import io
 
     recorded = []
     original_read = io.SourceFile.read
@@ -46,7 +47,7 @@ def test_same_meaning_as_a_full_parse_and_untouched_bytes_kept(frozen):
 
 @pytest.mark.parametrize("graph, rule, count", [
     (frozen_graph, "Relu=guided_relu", 8),  # scanned here
-    (many_nodes, "Sign=ste", 151),  # parsed with graphgrad.partial's cut-down schema
+    (many_nodes, "Sign=ste", 151),  # parsed with graphgrad.files.small_nodes's cut-down schema
 ])
 def test_deterministic_idempotent_and_lossless(graph, rule, count):
     data = graph().SerializeToString(deterministic=True)
@@ -94,7 +95,7 @@ def test_cli_uses_it_for_frozen_graphs(tmp_path):
 
 
 def read_model_bytes(data):
-    from graphgrad.io import parse_model_bytes
+    from graphgrad.files.io import parse_model_bytes
 
     return parse_model_bytes(data)[0]
 
@@ -108,7 +109,7 @@ def calls_with_an_override() -> bytes:
 
 @pytest.mark.parametrize("graph", [
     frozen_graph(layers=2, width=12).SerializeToString(),  # scanned here
-    chain_graph(40).SerializeToString(),  # parsed with graphgrad.partial's cut-down schema
+    chain_graph(40).SerializeToString(),  # parsed with graphgrad.files.small_nodes's cut-down schema
     calls_with_an_override(),
 ])
 @settings(max_examples=300, deadline=2000)
@@ -145,8 +146,8 @@ def test_function_edits_survive_a_rule_that_misses(frozen):
 
 
 def test_constants_are_copied_in_the_kernel_never_read(tmp_path, reads):
-    from graphgrad import io
-    from graphgrad.wire import rewrite_graphdef_file
+    from graphgrad.edits.fast import rewrite_graphdef_file
+    from graphgrad.files import io
 
     frozen = frozen_graph(layers=8, width=256).SerializeToString(deterministic=True)
     source_path, out = tmp_path / "frozen.pb", tmp_path / "out.pb"
@@ -159,8 +160,8 @@ def test_constants_are_copied_in_the_kernel_never_read(tmp_path, reads):
 
 
 def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees(tmp_path, reads):
-    from graphgrad.api import summarize_file
-    from graphgrad.summary import summarize
+    from graphgrad.edits.summary import summarize
+    from graphgrad.jobs.api import summarize_file
 
     graph_def = frozen_graph(layers=8, width=256)
     graph_def.node[3].attr["_gradient_op_type"].s = b"graphgrad/guided_relu"
@@ -177,9 +178,9 @@ def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees
 
 
 def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
-    from graphgrad.partial import _attr_field
-    from graphgrad.summary import summarize, summarize_bodies
-    from graphgrad.wireformat import encode_varint as _encode_varint
+    from graphgrad.edits.summary import summarize, summarize_bodies
+    from graphgrad.files.small_nodes import _attr_field
+    from graphgrad.files.wireformat import encode_varint as _encode_varint
 
     graph_def = frozen_graph(layers=2, width=256, with_function=False)
     graph_def.node[3].attr["_gradient_op_type"].s = b"first"
@@ -192,8 +193,9 @@ def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
 
 
 def test_a_small_file_is_read_once(tmp_path, reads):
-    from graphgrad import io
-    from graphgrad.wire import WHOLE_READ_LIMIT, rewrite_graphdef_file
+    from graphgrad.edits.fast import rewrite_graphdef_file
+    from graphgrad.files import io
+    from graphgrad.files.stored import WHOLE_READ_LIMIT
 
     frozen = frozen_graph(layers=8, width=64).SerializeToString(deterministic=True)
     assert len(frozen) <= WHOLE_READ_LIMIT
@@ -212,11 +214,11 @@ def test_a_small_file_is_read_once(tmp_path, reads):
 ])
 @pytest.mark.parametrize("graph", [
     lambda: frozen_graph(layers=8, width=256),  # scanned here
-    many_nodes,  # parsed with graphgrad.partial's cut-down schema
+    many_nodes,  # parsed with graphgrad.files.small_nodes's cut-down schema
 ])
 def test_reset_without_inserted_nodes_equals_the_full_one(graph, reset):
-    from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
-    from graphgrad.wire import remove_overrides_bytes
+    from graphgrad.edits.fast import remove_overrides_bytes
+    from graphgrad.edits.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
 
     rewritten, _ = fast(graph().SerializeToString(deterministic=True),
                         options(("op", "Relu=guided_relu"), ("op", "Sign=ste"), ("op", "Identity=identity"),
@@ -242,8 +244,8 @@ def test_reset_of_a_frozen_model_reads_no_constant(tmp_path, reads):
 
 
 def test_reset_undoes_inserted_nodes_on_the_full_parse(tmp_path):
-    from graphgrad.surgery import RESET_MARKERS, ResetOptions, reset_selects
-    from graphgrad.wire import remove_overrides_bytes
+    from graphgrad.edits.fast import remove_overrides_bytes
+    from graphgrad.edits.surgery import RESET_MARKERS, ResetOptions, reset_selects
 
     frozen = frozen_graph(layers=8, width=256)
     source, inserted, restored = tmp_path / "frozen.pb", tmp_path / "inserted.pb", tmp_path / "restored.pb"

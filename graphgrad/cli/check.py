@@ -7,7 +7,7 @@ import tempfile
 
 import click
 
-from ..check import CheckUsageError, check_model
+from ..tf.check import CheckUsageError, check_model
 from . import options
 from .render import echo_json, fail, table
 

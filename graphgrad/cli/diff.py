@@ -4,8 +4,8 @@ import sys
 
 import click
 
-from ..api import diff_files
 from ..errors import GraphgradError
+from ..jobs.api import diff_files
 from . import options
 from .render import echo_json, fail
 

@@ -3,7 +3,7 @@
 import click
 
 from ..gradients import REGISTRY
-from ..io import load_gradient_module
+from ..gradients.user_modules import load_gradient_module
 from . import options
 from .render import echo_json
 

@@ -2,11 +2,11 @@
 
 import click
 
-from ..api import insert_file
-from ..edit import parse_dtype
-from ..io import load_gradient_module
-from ..spec import parse_spec
-from ..surgery import InsertOptions
+from ..edits.nodes import parse_dtype
+from ..edits.surgery import InsertOptions
+from ..gradients.spec import parse_spec
+from ..gradients.user_modules import load_gradient_module
+from ..jobs.api import insert_file
 from . import options
 from .render import echo_json, in_graph, render_change_results
 

@@ -2,10 +2,10 @@
 
 import click
 
-from ..api import summarize_files
-from ..functions import first_names, unrouted_calls_note
-from ..model import KIND_NAMES
-from ..summary import DANGLING, SAVED, UNRESOLVED
+from ..edits.summary import DANGLING, SAVED, UNRESOLVED
+from ..graph.functions import first_names, unrouted_calls_note
+from ..graph.model import KIND_NAMES
+from ..jobs.api import summarize_files
 from . import options
 from .render import echo_json, error, in_graph, table, to_jsonable
 
@@ -49,7 +49,7 @@ def _grad_status(summary) -> dict:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from ..check import gradient_status
+    from ..tf.check import gradient_status
 
     return gradient_status([count.op_type for count in summary.op_types])
 

@@ -2,8 +2,8 @@
 
 import click
 
-from ..api import OutputOptions
-from ..model import ENCODINGS, KINDS
+from ..graph.model import ENCODINGS, KINDS
+from ..jobs.api import OutputOptions
 
 models_argument = click.argument("models", nargs=-1, required=True, type=click.Path(dir_okay=True))
 

@@ -4,9 +4,9 @@ from functools import partial
 
 import click
 
-from ..api import reset_files
-from ..batch import BatchOptions
-from ..surgery import ResetOptions
+from ..edits.surgery import ResetOptions
+from ..jobs.api import reset_files
+from ..jobs.batch import BatchOptions
 from . import options
 from .render import finish_batch, in_graph, progress_bar
 

@@ -4,11 +4,12 @@ from functools import partial
 
 import click
 
-from ..api import rewrite_files
-from ..batch import BatchOptions
-from ..io import load_gradient_module, read_rules_file
-from ..rewrite import RewriteOptions
-from ..select import NODE, OP, parse_rule, repair_rule, rules_from_document
+from ..edits.rewrite import RewriteOptions
+from ..edits.rules_file import read_rules_file
+from ..edits.select import NODE, OP, parse_rule, repair_rule, rules_from_document
+from ..gradients.user_modules import load_gradient_module
+from ..jobs.api import rewrite_files
+from ..jobs.batch import BatchOptions
 from . import options
 from .render import finish_batch, in_graph, progress_bar, table
 

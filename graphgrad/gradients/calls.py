@@ -1,7 +1,7 @@
 """Function calls: differentiate a call op through its function body in Python.
 
 In graph mode TensorFlow computes a call's gradient in C++, and every override
-inside the called function is silently ignored (see :mod:`graphgrad.functions`).
+inside the called function is silently ignored (see :mod:`graphgrad.graph.functions`).
 TF2's ``tf.saved_model.load`` does not have the problem; it rebuilds the
 functions in Python.
 
@@ -11,7 +11,7 @@ copy with ``tf.gradients``. The copy recomputes the body's forward values; a bod
 with side effects (variable assignments) would repeat them.
 """
 
-from ..functions import functions_with_overrides, unrouted_calls_into
+from ..graph.functions import functions_with_overrides, unrouted_calls_into
 from ..names import ATTR, CALL_OPS
 from .registry import REPLACEMENT, builtin
 
@@ -43,8 +43,7 @@ def inline_function(tf, graph, function_name: str, inputs, wanted=None) -> tuple
     default graph, its arguments wired to ``inputs``, its nested calls into
     functions that hold overrides routed through ``call``. Returns ``(inputs as
     wired, the outputs)``: those at the positions ``wanted``, or all of them."""
-    # TensorFlow turns a FunctionDef into an importable GraphDef only in this internal module.
-    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
+    from ..tf.internals import function_def_to_graph_def  # TensorFlow's private API, in one place
 
     definition = function_definition(graph, function_name)
     body, flat_names = function_def_to_graph_def(definition)
@@ -101,7 +100,7 @@ def saved_gradient(function_name: str, outputs: tuple | None):
 
 
 def called_by(op) -> str:
-    """What a live operation calls (as :func:`graphgrad.functions.called_function`), without its NodeDef."""
+    """What a live operation calls (as :func:`graphgrad.graph.functions.called_function`), without its NodeDef."""
     return op.get_attr("f").name if op.type in CALL_OPS else op.type
 
 

@@ -76,11 +76,10 @@ def elementwise(op, grads, derivative) -> list:
 def own_gradient(op, grads) -> list:
     """What TensorFlow's gradient for ``op``'s type gives for ``grads``: one entry
     per input (None where it gives none). Raises LookupError when there is none."""
-    # TensorFlow's registry has no public lookup; gradients_util reads it the same way.
-    from tensorflow.python.framework import ops
+    from ..tf.internals import registered_gradient  # no public lookup; gradients_util reads it so
 
     try:
-        function = ops.gradient_registry.lookup(op.type)
+        function = registered_gradient(op.type)
     except LookupError:
         raise LookupError(
             f"node {op.name!r}: op type {op.type} has no TensorFlow gradient for a transform "

@@ -9,8 +9,8 @@ process that never loads TensorFlow.
 import inspect
 import re
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ..errors import RegistryError, SpecError
 

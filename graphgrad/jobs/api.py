@@ -10,23 +10,23 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
-from .batch import BatchOptions, Item, plan, run, sweep, with_output
-from .errors import GraphgradError, ModelWriteError, UsageError
-from .io import (
+from ..edits.fast import graphdef_file_bodies, remove_overrides_file, rewrite_graphdef_file
+from ..edits.rewrite import RewriteOptions, RewriteReport, rewrite_model
+from ..errors import GraphgradError, ModelWriteError, UsageError
+from ..files.io import (
     SourceFile,
-    same_model,
     backup_file,
     make_directory,
     make_parent_directories,
     model_from_bytes,
     read_model,
+    same_model,
     write_chunks,
     write_model,
 )
-from .model import BINARY, GRAPHDEF, Model
-from .rewrite import RewriteOptions, RewriteReport, rewrite_model
-from .wireformat import NotApplicable
-from .wire import graphdef_file_bodies, remove_overrides_file, rewrite_graphdef_file
+from ..files.wireformat import NotApplicable
+from ..graph.model import BINARY, GRAPHDEF, Model
+from .batch import BatchOptions, Item, plan, run, sweep, with_output
 
 
 @dataclass(frozen=True)
@@ -126,11 +126,11 @@ def _target(path: str, output: OutputOptions) -> str | None:
 def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Rewrite one model file (overrides, or surrogates with ``options.embed``).
 
-    A binary GraphDef takes the fast path of :mod:`graphgrad.wire`: only what
+    A binary GraphDef takes the fast path of :mod:`graphgrad.edits.fast`: only what
     rules look at is decoded; other bytes are copied as they were.
     """
     if options.embed:
-        from .surgery import embed_rules
+        from ..edits.surgery import embed_rules
 
         return _change_file(path, output, kind, lambda model: embed_rules(model, options, inplace=True))
     return _change_graphdef_file(
@@ -141,7 +141,7 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
 
 def _change_graphdef_file(path: str, output: OutputOptions, kind: str | None, fast, operation) -> FileResult:
     """``fast(source) -> (chunks, report)`` on a binary GraphDef file (see
-    :mod:`graphgrad.wire`); ``operation`` on the full parse of anything else, or
+    :mod:`graphgrad.edits.fast`); ``operation`` on the full parse of anything else, or
     where ``fast`` raises :class:`NotApplicable`."""
     if kind in (None, GRAPHDEF) and output.encoding in (None, BINARY) and os.path.isfile(path):
         target = _target(path, output)
@@ -175,7 +175,7 @@ def _rewrite_item(options, output, kind, item: Item) -> FileResult:
 
 def insert_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Put a gradient on one tensor of a model file (``options``: surgery.InsertOptions)."""
-    from .surgery import insert_gradient
+    from ..edits.surgery import insert_gradient
 
     def operation(model):
         model, insertions = insert_gradient(model, options, inplace=True)
@@ -198,8 +198,8 @@ def _reset_item(options, output, kind, item: Item) -> FileResult:
 def reset_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Remove overrides and graphgrad's nodes from one model file (``options``:
     surgery.ResetOptions). A binary GraphDef without graphgrad's nodes takes the
-    fast path of :mod:`graphgrad.wire`: its constants are never read."""
-    from .surgery import RESET_MARKERS, ResetReport, reset_model, reset_selects
+    fast path of :mod:`graphgrad.edits.fast`: its constants are never read."""
+    from ..edits.surgery import RESET_MARKERS, ResetReport, reset_model, reset_selects
 
     def fast(source):
         chunks, changes = remove_overrides_file(source, reset_selects(options), options.functions, RESET_MARKERS)
@@ -210,7 +210,7 @@ def reset_file(path: str, options, output: OutputOptions, kind: str | None = Non
 
 def diff_files(a: str, b: str, kind: str | None = None):
     """What differs between two model files (a diff.ModelDifference)."""
-    from .diff import diff_models
+    from ..edits.diff import diff_models
 
     return diff_models(read_model(a, kind), read_model(b, kind))
 
@@ -252,7 +252,7 @@ def summarize_file(path: str, kind: str | None = None, functions: bool = True):
     A binary GraphDef is read through cut-down parses or a scan that skips its
     constants (:func:`wire.graphdef_file_bodies`).
     """
-    from .summary import summarize, summarize_bodies
+    from ..edits.summary import summarize, summarize_bodies
 
     if kind in (None, GRAPHDEF) and os.path.isfile(path):
         with SourceFile(path) as source:

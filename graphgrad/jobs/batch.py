@@ -10,8 +10,9 @@ import os
 import sys
 from dataclasses import dataclass, replace
 
-from .errors import GraphgradError
-from .io import expand_pattern, find_models, is_saved_model_dir, load_gradient_module, remove_stale_temporaries
+from ..errors import GraphgradError
+from ..files.io import expand_pattern, find_models, is_saved_model_dir, remove_stale_temporaries
+from ..gradients.user_modules import load_gradient_module
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ gradient registered from Python: every override inside the called function is
 ignored unless the call is routed through graphgrad's ``call`` gradient.
 """
 
-from .names import ATTR, CALL_OPS, FUNCTION_CALL_NAME
+from ..names import ATTR, CALL_OPS, FUNCTION_CALL_NAME
 
 
 def saved_gradients(graph_def) -> dict:

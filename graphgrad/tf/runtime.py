@@ -11,21 +11,30 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
-from .functions import (
-    calls_behind_branches, carries_override, first_names, function_bodies, function_calls,
-    functions_with_overrides, rename_function_references, rename_in_attr, saved_gradient_outputs, saved_gradients,
+from ..edits.rewrite import RewriteOptions, apply_rules
+from ..edits.select import NODE, OP, Rule
+from ..errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
+from ..files.io import read_model
+from ..gradients import TRANSFORM, USER
+from ..gradients.calls import CALL_GRADIENT, ROUTED_COPY_SUFFIX, called_by, routed_copy, saved_gradient
+from ..gradients.common import own_gradient
+from ..gradients.spec import GradientSpec, parse_spec, spec_from_attr_value
+from ..graph.functions import (
+    calls_behind_branches,
+    carries_override,
+    first_names,
+    function_bodies,
+    function_calls,
+    functions_with_overrides,
+    rename_function_references,
+    rename_in_attr,
+    saved_gradient_outputs,
+    saved_gradients,
     unrouted_calls_into,
 )
-from .gradients import TRANSFORM, USER
-from .gradients.common import own_gradient
-from .gradients.calls import CALL_GRADIENT, ROUTED_COPY_SUFFIX, called_by, routed_copy, saved_gradient
-from .io import read_model
-from .model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
-from .rewrite import RewriteOptions, apply_rules
-from .select import NODE, OP, Rule
-from .spec import GradientSpec, parse_spec, spec_from_attr_value
-from .names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
+from ..graph.model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
+from ..names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
+from .internals import custom_gradient_name, gradient_registry_entries, registered_gradient
 
 _LOCK = threading.Lock()
 _MESSAGE_KINDS = {"GraphDef": GRAPHDEF, "MetaGraphDef": METAGRAPH, "SavedModel": SAVEDMODEL}
@@ -43,17 +52,11 @@ def tensorflow():
     return tf
 
 
-def _gradient_registry():
-    tensorflow()
-    from tensorflow.python.framework import ops
-
-    return ops._gradient_registry
-
-
 def is_registered(name: str) -> bool:
     """Whether TensorFlow's gradient registry answers for ``name``."""
+    tensorflow()
     try:
-        _gradient_registry().lookup(name)
+        registered_gradient(name)
     except LookupError:
         return False
     return True
@@ -182,7 +185,7 @@ def register_gradients(graph) -> Registration:
     cannot route (in a finalized graph).
 
     The gradients of ``tf.custom_gradient`` saved with a model (see
-    :func:`graphgrad.functions.saved_gradients`) are registered under their names
+    :func:`graphgrad.graph.functions.saved_gradients`) are registered under their names
     as they stand, for a TF1 loader that keeps them; :func:`import_graph_def`
     gives them names of their own instead, as ``tf.saved_model.load`` does.
     """
@@ -270,9 +273,7 @@ def save(obj, export_dir: str, signatures=None, options=None) -> None:
     gradients are saved as TensorFlow always does.
     """
     tf = tensorflow()
-    from tensorflow.python.framework import ops  # the registry that save.py reads
-
-    entries = ops.gradient_registry._registry  # name -> entry; Registry has no way to hide one
+    entries = gradient_registry_entries()  # what save.py walks
     with _LOCK:
         hidden = {name: entries.pop(name) for name in list(entries)
                   if isinstance(name, str) and name.startswith(NAMESPACE)}
@@ -305,8 +306,6 @@ def _with_own_saved_names(graph_def, saved: dict):
     """A copy of ``graph_def`` whose nodes that name saved gradients name new ones,
     registered here as those gradients: what ``tf.saved_model.load`` does (with
     TensorFlow's own generator of names), so that they meet no other name."""
-    from tensorflow.python.ops.custom_gradient import generate_name
-
     tf = tensorflow()
     renamed = type(graph_def)()
     renamed.CopyFrom(graph_def)
@@ -315,7 +314,7 @@ def _with_own_saved_names(graph_def, saved: dict):
         value = node.override
         if value in saved:
             if value not in names:
-                names[value] = generate_name()
+                names[value] = custom_gradient_name()
                 tf.RegisterGradient(names[value])(saved_gradient(*saved[value]))
             node.set_override(names[value])
     return renamed
@@ -594,7 +593,7 @@ def override(graph, ops=None, nodes=None, *, match=(), exclude=(), force=False, 
     ``ops`` maps op types to specs (like ``gradient_override_map``), ``nodes``
     maps name globs to specs: ``override(graph, {"Sign": "ste"})``. Same specs,
     names and errors as ``graphgrad rewrite``; function bodies are not touched.
-    Returns the :class:`~graphgrad.rewrite.RewriteReport`.
+    Returns the :class:`~graphgrad.edits.rewrite.RewriteReport`.
     """
     rules = tuple(Rule(OP, key, parse_spec(spec)) for key, spec in (ops or {}).items())
     rules += tuple(Rule(NODE, key, parse_spec(spec)) for key, spec in (nodes or {}).items())

@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress
 
-from .errors import SpecError
-from .functions import calls_into_overrides, saved_gradients
-from .names import CALL_OPS
-from .model import Model, meta_graphs_of, override_of, signatures_of
-from .spec import spec_from_attr_value
-from .names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
+from ..errors import SpecError
+from ..gradients.spec import spec_from_attr_value
+from ..graph.functions import calls_into_overrides, saved_gradients
+from ..graph.model import Model, meta_graphs_of, override_of, signatures_of
+from ..names import ATTR, CALL_OPS, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
 
 GRAPHGRAD = "graphgrad"
 UNRESOLVED = "unresolved"
@@ -72,7 +71,7 @@ class ModelSummary:
     op_types: list = field(default_factory=list)
     overrides: list = field(default_factory=list)
     graph_problems: list = field(default_factory=list)
-    unrouted_calls: list = field(default_factory=list)  # see graphgrad.functions.calls_into_overrides
+    unrouted_calls: list = field(default_factory=list)  # see graphgrad.graph.functions.calls_into_overrides
     inputs: list = field(default_factory=list)  # GraphEnd: see graph_ends
     outputs: list = field(default_factory=list)
     signatures: list = field(default_factory=list)  # Signature, of MetaGraphDefs
@@ -84,7 +83,7 @@ class ModelSummary:
 
 def classify_override(value: str, saved: dict | None = None) -> tuple[str, str]:
     """(status, detail) for an override value; ``saved`` is the graph's
-    :func:`~graphgrad.functions.saved_gradients`.
+    :func:`~graphgrad.graph.functions.saved_gradients`.
 
     ``graphgrad``: a graphgrad gradient this process can build; ``unresolved``:
     a graphgrad name it cannot (e.g. a user gradient not imported); ``saved``: a
@@ -130,7 +129,7 @@ class Body:
     inputs: Sequence  # every node's inputs, one node after another
     arguments: set
     overrides: list  # (node name, op type, value)
-    saved_gradients: dict  # of the top level: the graph's (see graphgrad.functions.saved_gradients)
+    saved_gradients: dict  # of the top level: the graph's (see graphgrad.graph.functions.saved_gradients)
     node_inputs: Callable[[], Iterable]  # (node name, its inputs) per node; read when an input is missing
     node_defs: Callable[..., Iterable]  # (op types=None) its NodeDefs, of those op types if given
 
@@ -228,7 +227,7 @@ def summarize_bodies(path: str, kind: str, encoding: str, graphs, signatures=())
 
 
 def unrouted_calls(bodies) -> list[str]:
-    """:func:`graphgrad.functions.calls_into_overrides` of a graph's bodies. The
+    """:func:`graphgrad.graph.functions.calls_into_overrides` of a graph's bodies. The
     NodeDefs are read only if a function holds an override, and those of the top
     level only if it has a node that may call."""
     functions = bodies[1:]

@@ -15,10 +15,10 @@ processes that never import graphgrad get the custom gradient.
 import struct
 from dataclasses import dataclass
 
-from .edit import EMBED_SPEC, Scope, dtype_attr
-from .errors import GraphgradError, SpecError
-from .protos import AttrValue, DataType, TensorProto
-from .spec import GradientSpec
+from ..errors import GraphgradError, SpecError
+from ..files.protos import AttrValue, DataType, TensorProto
+from ..gradients.spec import GradientSpec
+from .nodes import EMBED_SPEC, Scope, dtype_attr
 
 REPLACEMENTS = ("identity", "ste", "approx_sign", "swish_sign", "triangle", "zero")
 TRANSFORMS = ("scale", "reverse")

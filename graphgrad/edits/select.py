@@ -8,9 +8,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from .errors import RuleSyntaxError, SelectionError, SpecError
-from .spec import GradientSpec, parse_spec
-from .names import CUSTOM_GRADIENT
+from ..errors import RuleSyntaxError, SelectionError, SpecError
+from ..gradients.spec import GradientSpec, parse_spec
+from ..names import CUSTOM_GRADIENT
 
 OP = "op"
 NODE = "node"

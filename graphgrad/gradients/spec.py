@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from .errors import SpecError
-from .gradients import REGISTRY, TRANSFORM
-from .names import NAMESPACE, TF_PREFIX
+from ..errors import SpecError
+from ..names import NAMESPACE, TF_PREFIX
+from .registry import REGISTRY, TRANSFORM
 
 MAX_SPEC_LENGTH = 4096  # of a spec, and of the canonical name the runtime rebuilds a gradient from
 MAX_INTEGER_DIGITS = 18  # whole numbers fit in 64 bits (a seed, an index), and in a float's range

@@ -3,8 +3,8 @@ attributes (``_gradient_op_type`` above all), top level and function bodies."""
 
 from dataclasses import dataclass, field
 
-from .model import Model, iter_nodes
-from .names import ATTR
+from ..graph.model import Model, iter_nodes
+from ..names import ATTR
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 

@@ -1,7 +1,7 @@
 """One verdict on whether bytes are a binary GraphDef, for every reading of them.
 
 The full parse (``GraphDef.FromString``, then :func:`plausible`) is the reference.
-The fast readings (:mod:`graphgrad.wire`, :mod:`graphgrad.partial`) skip what
+The fast readings (:mod:`graphgrad.files.scan`, :mod:`graphgrad.files.small_nodes`) skip what
 their job does not need, so on their own they would accept corrupt bytes there
 and copy them into an output no reader parses. They call :func:`require` first,
 which gives the full parse's verdict at a fraction of its cost:

@@ -5,7 +5,7 @@ Pure functions over NodeDefs (or live ops' NodeDefs) and a GraphDef's function
 bodies: a call into a function that writes a file is such an op too.
 """
 
-from .functions import functions_run
+from ..graph.functions import functions_run
 
 # File writes, checkpoint saves and restores (which read and write the file
 # system), summaries, dataset snapshots and saves, Python callbacks (which run

@@ -5,14 +5,14 @@ import shlex
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from .edit import EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, scopes
+from ..errors import GraphgradError, SelectionError
+from ..gradients.spec import GradientSpec
+from ..graph.model import Model, NodeRef, override_of
+from ..names import ATTR
 from .embed import build_embedded, surrogate_for
-from .errors import GraphgradError, SelectionError
-from .model import Model, NodeRef, override_of
+from .nodes import EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, scopes
 from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
 from .select import select_nodes
-from .spec import GradientSpec
-from .names import ATTR
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def _chosen_uses(scope: Scope, ref: str, options: InsertOptions):
 
 
 def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False):
-    """Like :func:`~graphgrad.rewrite.rewrite_model`, but writes each selected
+    """Like :func:`~graphgrad.edits.rewrite.rewrite_model`, but writes each selected
     node's surrogate into the graph instead of an override. Returns ``(model, report)``."""
     for rule in options.rules:
         surrogate_for(rule.spec)

@@ -12,7 +12,7 @@ TensorFlow's own): they only use field names, which the two share.
 
 from dataclasses import dataclass, replace
 
-from .names import ATTR
+from ..names import ATTR
 
 GRAPHDEF = "graphdef"
 METAGRAPH = "metagraph"

@@ -9,11 +9,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from .errors import SelectionError
-from .functions import first_names, graph_calls_into_overrides, saved_gradients, unrouted_calls_note
-from .model import Model, iter_nodes
+from ..errors import SelectionError
+from ..graph.functions import first_names, graph_calls_into_overrides, saved_gradients, unrouted_calls_note
+from ..graph.model import Model, iter_nodes
+from ..names import CUSTOM_GRADIENT
 from .select import DANGLING, op_types_needed, select_nodes
-from .names import CUSTOM_GRADIENT
 from .traps import SIGN, graphgrad_spec, looks_at_x, no_gradient_notes, scopes_of, sign_notes
 
 
@@ -291,7 +291,7 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
 
 def changes_signs(report: RewriteReport) -> bool:
     """Whether the rewrite gave a Sign node a graphgrad gradient that looks at x
-    (see :func:`graphgrad.traps.shifted_sign_notes`)."""
+    (see :func:`graphgrad.edits.traps.shifted_sign_notes`)."""
     if SIGN not in report.by_op_type:
         return False
     _, _, op_types, _, news = report.columns()
@@ -300,7 +300,7 @@ def changes_signs(report: RewriteReport) -> bool:
 
 
 def sign_trap_notes(report: RewriteReport, label: str, prefix: str, nodes, signs=None, adds=None) -> list[str]:
-    """:func:`graphgrad.traps.sign_notes` for one list of nodes (a graph's top level,
+    """:func:`graphgrad.edits.traps.sign_notes` for one list of nodes (a graph's top level,
     or a function body with ``prefix`` ``FUNCTION/``) that ``report`` rewrote,
     labelled with the graph. The report's rows are read only for a Sign that reads
     an add of a Sign."""

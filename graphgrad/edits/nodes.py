@@ -13,11 +13,10 @@ TensorFlow, so the marked graphs still load anywhere.
 import re
 from dataclasses import dataclass
 
-
-from .errors import GraphgradError
-from .functions import rename_function_references, rename_in_attr
-from .model import Model
-from .protos import AttrValue, DataType
+from ..errors import GraphgradError
+from ..files.protos import AttrValue, DataType
+from ..graph.functions import rename_function_references, rename_in_attr
+from ..graph.model import Model
 
 GROUP = "_graphgrad_group"
 SOURCE = "_graphgrad_source"

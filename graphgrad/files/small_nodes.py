@@ -34,12 +34,10 @@ from itertools import compress
 
 from google.protobuf.message import DecodeError
 
+from ..names import ATTR, ATTR_BYTES
 from .protos import AttrValue
-from .names import ATTR, ATTR_BYTES
 from .validity import SAMPLE
 from .wireformat import NotApplicable, fields
-
-
 
 # (message name, [(field name, number, repeated, type)]); a type that is not a
 # scalar name is a message of this file.
@@ -184,7 +182,7 @@ class HeadGraph:
         return nodes
 
     def sample(self) -> list:
-        """``(name, op)`` of the first nodes, for :func:`graphgrad.validity.plausible`:
+        """``(name, op)`` of the first nodes, for :func:`graphgrad.files.validity.plausible`:
         parsed from the bytes up to the end of the ``SAMPLE``-th top-level field."""
         end = 0
         for count, (_, _, _, _, end) in enumerate(fields(self.data, 0, len(self.data)), 1):

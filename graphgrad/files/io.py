@@ -13,13 +13,12 @@ import os
 import re
 import shutil
 import stat
-import sys
 import tempfile
 
 from google.protobuf.message import DecodeError
 
-from .errors import GraphgradError, ModelReadError, ModelWriteError
-from .model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
+from ..errors import GraphgradError, ModelReadError, ModelWriteError
+from ..graph.model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
 from . import protos
 from .validity import plausible_graph
 
@@ -33,7 +32,6 @@ TEMP_SUFFIX = ".graphgrad-tmp"
 _TEMPORARY = re.compile(r"\.(?P<target>.+)\.(?P<pid>\d+)\.[^.]+" + re.escape(TEMP_SUFFIX) + r"(\.old)?\Z", re.DOTALL)
 COPY_BLOCK = 1 << 20  # bytes per read where a range cannot be copied in the kernel
 MODEL_SUFFIXES = (".pb", ".pbtxt", ".meta")
-RULES_LIMIT = 1 << 20  # bytes: a rules file is a few rules
 NOT_MODELS = {"fingerprint.pb", "keras_metadata.pb"}
 
 # The first field of a text message tells its kind.
@@ -668,32 +666,6 @@ def _umask() -> int:
     return umask
 
 
-def load_gradient_module(path: str):
-    """Import a user's Python file that declares gradients with ``@graphgrad.gradient``.
-
-    This runs the file's code: call it only for files the user named.
-    """
-    import importlib.util
-
-    name = "graphgrad_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or not os.path.isfile(path):
-        raise GraphgradError(f"cannot load gradients from {path}: no such Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except GraphgradError:
-        del sys.modules[name]
-        raise
-    except Exception as error:
-        del sys.modules[name]
-        raise GraphgradError(
-            f"cannot load gradients from {path}: {type(error).__name__}: {error}"
-        ) from error
-    return module
-
-
 def find_models(path: str, recursive: bool = False, skipped: list | None = None) -> list[str]:
     """Model files and SavedModel directories named by ``path``.
 
@@ -758,33 +730,20 @@ def expand_pattern(pattern: str) -> list[str]:
     return matches
 
 
-def read_rules_file(path: str) -> dict:
-    """A TOML rules file, parsed (not yet checked)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
+def read_small_file(path: str, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (``what`` it is, for
+    messages): a FIFO, a device or a larger file is refused, never read on."""
     try:
         descriptor = open_regular(path)
         with os.fdopen(descriptor, "rb") as stream:
-            data = stream.read(RULES_LIMIT + 1)
+            data = stream.read(limit + 1)
     except OSError as error:
-        raise GraphgradError(f"cannot read rules file {path}: {error.strerror or error}") from None
+        raise GraphgradError(f"cannot read {what} {path}: {error.strerror or error}") from None
     except NotRegularFile as error:
-        raise GraphgradError(f"cannot read rules file {path}: {error}") from None
-    if len(data) > RULES_LIMIT:
-        raise GraphgradError(f"rules file {path} is over {RULES_LIMIT >> 20} MiB; a rules file is a few rules")
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise GraphgradError(f"{path} is not valid TOML: it is not UTF-8 text ({error.reason} at byte "
-                             f"{error.start})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise GraphgradError(f"{path} is not valid TOML: {error}") from None
-    except RecursionError:
-        raise GraphgradError(f"{path} is not a usable rules file: it nests tables or arrays too deeply") from None
-    except ValueError as error:  # e.g. an integer past Python's limit on digits
-        raise GraphgradError(f"{path} is not a usable rules file: {error}") from None
+        raise GraphgradError(f"cannot read {what} {path}: {error}") from None
+    if len(data) > limit:
+        raise GraphgradError(f"{what} {path} is over {limit >> 20} MiB; a {what} is a few lines")
+    return data
 
 
 def backup_file(path: str, suffix: str, sweep: bool = True) -> str:

@@ -1,14 +1,14 @@
 """Patterns in a graph that make a rewrite do something other than what was meant.
 
 Pure functions over nodes with ``name``, ``op`` and ``input`` (NodeDefs, or the
-cut-down heads of :mod:`graphgrad.partial`), shared by ``rewrite`` and ``check``.
+cut-down heads of :mod:`graphgrad.files.small_nodes`), shared by ``rewrite`` and ``check``.
 """
 
 import re
 from itertools import chain
 
-from .errors import SpecError
-from .spec import GradientSpec, spec_from_attr_value
+from ..errors import SpecError
+from ..gradients.spec import GradientSpec, spec_from_attr_value
 
 SIGN = "Sign"
 ADDS = ("Add", "AddV2")

@@ -20,22 +20,34 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import NamedTuple
 
-from .edit import EMBED_SPEC, GROUP, SOURCE, rename_functions
-from .embed import surrogate_for
-from .errors import GraphgradError, UnresolvedGradientsError
+from ..edits.embed import surrogate_for
+from ..edits.nodes import EMBED_SPEC, GROUP, SOURCE, rename_functions
+from ..edits.summary import bodies_of, graph_ends
+from ..edits.surgery import ResetOptions, reset_model
+from ..edits.traps import SIGN, graphgrad_spec, scopes_of, sign_notes
+from ..errors import GraphgradError, UnresolvedGradientsError
+from ..files.io import read_model
+from ..gradients.calls import CALL_GRADIENT
+from ..gradients.spec import parse_spec
+from ..graph.functions import first_names, function_bodies, function_calls
+from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
+from ..names import ATTR, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE
 from .effects import effects_in
-from .functions import first_names, function_bodies, function_calls
-from .io import read_model
-from .model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
-from .gradients.calls import CALL_GRADIENT
-from .runtime import (
-    holds_tf1_loops, is_registered, overrides_in, register_gradients, route_calls_in, tensorflow, tf1_control_flow,
+from .internals import (
+    function_def_to_graph,
+    gradient_registry,
+    registered_gradient,
+    saved_model_loader_class,
 )
-from .spec import parse_spec
-from .names import ATTR, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE
-from .summary import bodies_of, graph_ends
-from .surgery import ResetOptions, reset_model
-from .traps import SIGN, graphgrad_spec, scopes_of, sign_notes
+from .runtime import (
+    holds_tf1_loops,
+    is_registered,
+    overrides_in,
+    register_gradients,
+    route_calls_in,
+    tensorflow,
+    tf1_control_flow,
+)
 
 # Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
 # array_grad.py); a registry lookup cannot tell these from real gradients.
@@ -114,7 +126,7 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     Without ``y``: the model's one floating-point output (see :func:`_only_output`);
     without ``xs``: the floating-point placeholders y depends on. It runs the
     graph: ops on the path whose effects reach outside it (see
-    :mod:`graphgrad.effects`) are refused, naming them, unless ``allow_effects``.
+    :mod:`graphgrad.tf.effects`) are refused, naming them, unless ``allow_effects``.
     A MetaGraphDef's variables are restored from ``checkpoint`` (a prefix), else
     from the checkpoint beside the file (``model.ckpt-N.meta``: ``model.ckpt-N``),
     else initialised as the graph says; ``variables`` in the report says which.
@@ -184,7 +196,7 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
 
 
 def trap_notes(graph_def) -> list[str]:
-    """:func:`graphgrad.traps.shifted_sign_notes` for the overrides a GraphDef holds,
+    """:func:`graphgrad.edits.traps.shifted_sign_notes` for the overrides a GraphDef holds,
     at the top level and in function bodies."""
     notes = []
     for prefix, nodes in scopes_of(graph_def):
@@ -390,11 +402,9 @@ def _load_saved_model(tf, session, model: Model, tags: list) -> None:
     """TensorFlow's TF1 loader (variables, assets, init ops) on the MetaGraphDef
     with ``tags`` as ``model`` holds it in memory, which need not be the file's:
     the comparison without overrides loads the reset graph beside the files."""
-    from tensorflow.python.saved_model.loader_impl import SavedModelLoader
-
     meta_graph_def = _tf_message(tf.compat.v1.MetaGraphDef, _meta_graph(model, tags))
 
-    class InMemoryLoader(SavedModelLoader):
+    class InMemoryLoader(saved_model_loader_class()):
         def get_meta_graph_def_from_tags(self, _tags):
             return meta_graph_def
 
@@ -724,9 +734,7 @@ class _Context:
 
     @cached_property
     def registry(self):
-        from tensorflow.python.framework import ops as tf_ops
-
-        return tf_ops._gradient_registry
+        return gradient_registry()
 
     @cached_property
     def library(self) -> dict:
@@ -767,7 +775,6 @@ def _function_stoppers(call, context: _Context) -> list:
     branches, While bodies, the ``f`` of a call op (not a While's ``cond``: its
     output is a bool)."""
     from tensorflow.core.framework.function_pb2 import FunctionDef
-    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
 
     blockers = []
     for name in _called_functions(call):
@@ -834,7 +841,6 @@ def _idle_overrides(ops, float_path) -> list:
 def gradient_status(op_types) -> dict:
     """For each op type, what TensorFlow's own gradient is: registered, zero, None or missing."""
     tensorflow()  # first: without TensorFlow, one line saying what to install
-    from tensorflow.python.framework import ops as tf_ops
 
     status = {}
     for op_type in op_types:
@@ -844,7 +850,7 @@ def gradient_status(op_types) -> dict:
             status[op_type] = "None"
         else:
             try:
-                status[op_type] = "None" if tf_ops._gradient_registry.lookup(op_type) is None else "registered"
+                status[op_type] = "None" if registered_gradient(op_type) is None else "registered"
             except LookupError:
                 status[op_type] = "missing"
     return status

@@ -1,0 +1,1 @@
+"""File-level operations the CLI and the Python API call: read, act, write; many inputs at once."""

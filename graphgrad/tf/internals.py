@@ -1,0 +1,59 @@
+"""TensorFlow's private API, in one place: what graphgrad needs that ``tf`` does
+not expose. Each function imports TensorFlow when called (never at import time).
+
+Every use is one TensorFlow itself makes (``gradients_util.py`` reads the gradient
+registry so, ``saved_model/save.py`` walks it, ``function_deserialization.py``
+names loaded gradients so); when a TensorFlow release moves one, this module is
+what changes. It imports nothing of graphgrad, so any layer may call it lazily.
+"""
+
+
+def gradient_registry():
+    """The registry ``tf.RegisterGradient`` writes to and ``tf.gradients`` reads
+    (``lookup(name)`` raises LookupError for an unknown name)."""
+    from tensorflow.python.framework import ops
+
+    return ops.gradient_registry
+
+
+def registered_gradient(op_type: str):
+    """The gradient function registered for ``op_type`` (None: declared not
+    differentiable); LookupError when there is none."""
+    return gradient_registry().lookup(op_type)
+
+
+def gradient_registry_entries() -> dict:
+    """The registry's own ``name -> entry`` map, which ``tf.saved_model.save``
+    walks to save custom gradients (the Registry class can neither hide nor remove one)."""
+    return gradient_registry()._registry
+
+
+def custom_gradient_name() -> str:
+    """A fresh ``CustomGradient-<n>`` name, from TensorFlow's own generator (as
+    ``tf.saved_model.load`` names the gradients it loads)."""
+    from tensorflow.python.ops.custom_gradient import generate_name
+
+    return generate_name()
+
+
+def function_def_to_graph_def(function_def):
+    """TensorFlow's conversion of a FunctionDef to an importable GraphDef:
+    ``(graph_def, {argument or node output: tensor name})``."""
+    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def as convert
+
+    return convert(function_def)
+
+
+def function_def_to_graph(function_def):
+    """A FuncGraph rebuilt from a FunctionDef (with ``inputs`` and ``outputs``)."""
+    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph as convert
+
+    return convert(function_def)
+
+
+def saved_model_loader_class():
+    """TensorFlow's TF1 SavedModel loader class (variables, assets, init ops),
+    whose ``get_meta_graph_def_from_tags`` a subclass may override."""
+    from tensorflow.python.saved_model.loader_impl import SavedModelLoader
+
+    return SavedModelLoader
