@@ -81,6 +81,17 @@ def test_embed_then_reset_is_exact_and_idempotent():
     assert reset_model(embedded, ResetOptions(op_types=("Sign",)))[0].message == model.message
 
 
+def test_rewrite_model_honours_embed():
+    """The library's rewrite_model takes RewriteOptions.embed as rewrite --embed does."""
+    from graphgrad import rewrite_model
+
+    model = read_model(fixture("binary_net.pb"))
+    rules = RewriteOptions(rules=(parse_rule("op", "Sign=ste(clip=0.5)|scale(2)"),), embed=True)
+    rewritten, report = rewrite_model(model, rules)
+    assert rewritten.message == embed_rules(model, rules)[0].message and len(report.changes) == 4
+    assert not any("_gradient_op_type" in node.attr for node in rewritten.message.node)
+
+
 @pytest.mark.parametrize(
     "spec", ["clip_value(-1, 1)", "clip_norm(1)", "noise(0.1)", "select", "guided_relu", "tf:Identity"]
 )

@@ -7,9 +7,9 @@ import tempfile
 
 import click
 
-from ..tf.check import CheckUsageError, check_model
-from . import options
-from .render import echo_json, fail, table
+from ..tf.check import check_model
+from . import exits, options
+from .render import echo_json, table
 
 
 @click.command("check")
@@ -74,17 +74,14 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
             separator = ""
         if not separator or any(d < 0 for d in feed_shapes.get(name.removesuffix(":0"), [])):
             raise click.UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with whole numbers, e.g. x=1,224,224,3")
-    try:
-        with native_stderr_shown(verbose or click.get_current_context().meta.get("graphgrad.debug", False)):
-            report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects, checkpoint,
-                                 timeout, feed_shapes)
-    except CheckUsageError as failure:
-        fail(str(failure), 2)
+    with native_stderr_shown(verbose or click.get_current_context().meta.get("graphgrad.debug", False)):
+        report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects, checkpoint,
+                             timeout, feed_shapes)
     if as_json:
         echo_json(report)
     else:
         _render(report)
-    sys.exit(0 if report.ok else 1)
+    sys.exit(exits.for_outcome(report.ok))
 
 
 @contextlib.contextmanager

@@ -4,10 +4,9 @@ import sys
 
 import click
 
-from ..errors import GraphgradError
 from ..jobs.api import diff_files
-from . import options
-from .render import echo_json, fail
+from . import exits, options
+from .render import echo_json
 
 
 @click.command("diff")
@@ -22,10 +21,7 @@ def diff_command(a, b, kind, as_json):
 
     Exit 0 when equal, 1 when they differ, 2 when a file cannot be read (like diff).
     """
-    try:
-        difference = diff_files(a, b, kind)
-    except GraphgradError as failure:
-        fail(str(failure), 2)
+    difference = diff_files(a, b, kind)  # a file that cannot be read: exit 2 (see exits.for_error)
     if as_json:
         echo_json({"a": a, "b": b, "equal": difference.equal, "difference": difference})
     else:
@@ -40,4 +36,4 @@ def diff_command(a, b, kind, as_json):
             click.echo(f"! {other}")
         if difference.equal:
             click.echo("no differences")
-    sys.exit(0 if difference.equal else 1)
+    sys.exit(exits.for_outcome(difference.equal))

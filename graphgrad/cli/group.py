@@ -5,7 +5,8 @@ import traceback
 
 import click
 
-from ..errors import GraphgradError, UsageError
+from ..errors import GraphgradError
+from . import exits
 from .render import error, json_error
 
 # command name -> module in graphgrad.cli; each is imported only when run (or listed).
@@ -27,23 +28,12 @@ SUMMARIES = {
 ALIASES = {"inspect": "ops", "show": "ops", "list": "ops", "info": "ops", "patch": "rewrite", "override": "rewrite",
            "undo": "reset", "remove": "reset", "compare": "diff", "verify": "check", "test": "check"}
 
-EXIT_CODES = """\b
-Exit codes:
-  0  success
-  1  an error: a file that cannot be read or written, a bad gradient spec,
-     a rule that selects nothing, an override that would be replaced without --force
-  2  wrong usage (unknown option, missing argument, a rule not spelt KEY=GRADIENT,
-     -o for several models)
-  130  interrupted (Ctrl-C)
-  graphgrad diff: 0 equal, 1 different, 2 a file cannot be read
-  graphgrad check: 0 every x gets a usable gradient, 1 otherwise, 2 usage errors
-"""
 
 
 class GraphgradGroup(click.Group):
     """Loads each subcommand's module on demand (so ``graphgrad ops`` never imports
-    what ``check`` needs), and turns graphgrad's own errors into one line and exit
-    code 1 (--debug: traceback)."""
+    what ``check`` needs), and turns graphgrad's own errors into one line and the
+    exit code :mod:`graphgrad.cli.exits` gives them (--debug: traceback)."""
 
     def list_commands(self, ctx):
         return list(COMMANDS)
@@ -72,11 +62,11 @@ class GraphgradGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, click.Abort):  # Ctrl-C: quiet, and the shell's code for SIGINT
-            ctx.exit(130)
+            ctx.exit(exits.INTERRUPTED)
         except GraphgradError as failure:
             if ctx.meta.get("graphgrad.debug"):
                 traceback.print_exc()
-            code = 2 if isinstance(failure, UsageError) else 1  # the one place exit codes are decided
+            code = exits.for_error(failure, ctx.invoked_subcommand)
             error(str(failure))
             json_error(str(failure), code)
             ctx.exit(code)
@@ -85,7 +75,7 @@ class GraphgradGroup(click.Group):
             raise
 
 
-@click.group(cls=GraphgradGroup, epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=GraphgradGroup, epilog=exits.HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="graphgrad", prog_name="graphgrad")
 def main():
     """Custom gradients for TensorFlow graphs that already exist.

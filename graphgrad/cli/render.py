@@ -8,6 +8,8 @@ import sys
 
 import click
 
+from . import exits
+
 
 def table(rows, indent: str = "  ") -> str:
     """Rows of cells as left-aligned columns (numbers right-aligned)."""
@@ -51,14 +53,6 @@ def echo_json(document) -> None:
 
 def error(message: str) -> None:
     click.echo(f"graphgrad: error: {message}", err=True)
-
-
-def fail(message: str, exit_code: int) -> None:
-    """End the command: the one-line error on stderr and, with --json, the one
-    error document on stdout (``{"error": MESSAGE, "exit_code": N}``)."""
-    error(message)
-    json_error(message, exit_code)
-    click.get_current_context().exit(exit_code)
 
 
 def json_error(message: str, exit_code: int) -> None:
@@ -158,4 +152,4 @@ def finish_batch(results, as_json: bool, render_report, summarize_report, notes_
     else:
         render_change_results(results, render_report, summarize_report, notes_of)
     if any(result.error for result in results):
-        raise SystemExit(1)
+        raise SystemExit(exits.for_outcome(False))

@@ -264,10 +264,15 @@ def _describe_refused(refused) -> str:
 
 
 def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
-    """Apply ``options`` to ``model``; returns ``(new_model, report)``.
+    """Apply ``options`` to ``model``; returns ``(new_model, report)``: overrides,
+    or with ``options.embed`` surrogate subgraphs (:func:`graphgrad.edits.surgery.embed_rules`).
 
     The input is left as it was unless ``inplace``.
     """
+    if options.embed:
+        from .surgery import embed_rules  # surgery builds on this module
+
+        return embed_rules(model, options, inplace)
     result = model if inplace else model.copy()
     op_types = op_types_needed(options.rules, options.match, options.exclude)
     report = apply_rules(

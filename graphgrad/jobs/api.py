@@ -129,10 +129,6 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
     A binary GraphDef takes the fast path of :mod:`graphgrad.edits.fast`: only what
     rules look at is decoded; other bytes are copied as they were.
     """
-    if options.embed:
-        from ..edits.surgery import embed_rules
-
-        return _change_file(path, output, kind, lambda model: embed_rules(model, options, inplace=True))
     return _change_graphdef_file(
         path, output, kind, lambda source: rewrite_graphdef_file(source, options),
         lambda model: rewrite_model(model, options, inplace=True),

@@ -25,7 +25,7 @@ from ..edits.nodes import EMBED_SPEC, GROUP, SOURCE, rename_functions
 from ..edits.summary import bodies_of, graph_ends
 from ..edits.surgery import ResetOptions, reset_model
 from ..edits.traps import SIGN, graphgrad_spec, scopes_of, sign_notes
-from ..errors import GraphgradError, UnresolvedGradientsError
+from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
 from ..files.io import read_model
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
@@ -58,7 +58,7 @@ DEFAULT_TIMEOUT = 300.0  # seconds a run may take: a real model's gradient takes
 QUANTIZERS = {"Sign", "Round", "Floor", "Ceil", "Rint"}
 
 
-class CheckUsageError(GraphgradError):
+class CheckUsageError(UsageError):
     """A tensor, feed or tag set given on the command line does not fit the model (a usage error)."""
 
 
