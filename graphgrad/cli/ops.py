@@ -108,17 +108,18 @@ def _pairs(names_to_tensors: dict) -> str:
     return ", ".join(f"{name} = {tensor}" for name, tensor in names_to_tensors.items())
 
 
-def _override_rows(overrides) -> list:
+def _override_rows(overrides) -> list[list[object]]:
     """One row per node; past LISTED_OVERRIDES (a rewritten graph has thousands),
     one row per op type, value and status, with a count and examples."""
     if len(overrides) <= LISTED_OVERRIDES:
         return [["node", "op type", "_gradient_op_type", "status"]] + [
             [_where(o), o.op_type, o.value, _status(o.status)] for o in overrides
         ]
-    groups = {}
+    groups: dict = {}
     for override in overrides:
         groups.setdefault((override.op_type, override.value, override.status), []).append(override)
-    return [["op type", "nodes", "_gradient_op_type", "status", "nodes (all of them: --json)"]] + [
+    header: list[list[object]] = [["op type", "nodes", "_gradient_op_type", "status", "nodes (all of them: --json)"]]
+    return header + [
         [op_type, len(group), value, _status(status),
          ", ".join(_where(o) for o in group[:2]) + (", ..." if len(group) > 2 else "")]
         for (op_type, value, status), group in groups.items()

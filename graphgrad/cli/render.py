@@ -92,7 +92,7 @@ def _render_table(results, summarize_report, notes_of) -> None:
         detail = result.error if result.error else summarize_report(result.report)
         rows.append([result.input, result.status, detail])
     click.echo(table(rows, indent=""))
-    counts = {}
+    counts: dict = {}
     for result in results:
         counts[result.status] = counts.get(result.status, 0) + 1
     click.echo(f"{_count(len(results), 'file')}: " + ", ".join(
@@ -106,7 +106,7 @@ def _render_table(results, summarize_report, notes_of) -> None:
 def _render_errors(failed) -> None:
     """One line per cause: files that failed with the same message (but for their
     own path) share it, with their count."""
-    by_cause = {}
+    by_cause: dict = {}
     for result in failed:
         by_cause.setdefault(result.error.replace(result.input, "\0"), []).append(result.input)
     for cause, inputs in by_cause.items():
@@ -116,7 +116,7 @@ def _render_errors(failed) -> None:
 
 def _render_notes(results, notes_of) -> None:
     """Each distinct note once, with the files it is about."""
-    files_by_note = {}
+    files_by_note: dict = {}
     for result in results:
         for note in [] if result.error else notes_of(result.report):
             files_by_note.setdefault(note, []).append(result.input)

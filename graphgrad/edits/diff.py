@@ -81,14 +81,14 @@ def diff_models(a: Model, b: Model) -> ModelDifference:
     right = {(r.graph, r.name): r for r in iter_nodes(b)}
     for key in left.keys() | right.keys():
         old, new = left.get(key), right.get(key)
-        if new is None:
+        if old is not None and new is None:
             difference.nodes.append(NodeDifference(key[0], key[1], old.op_type, REMOVED))
-        elif old is None:
-            details = (f"inputs: {list(new.node.input)}",)
+        elif new is not None and old is None:
+            details: tuple[str, ...] = (f"inputs: {list(new.node.input)}",)
             if new.override is not None:
                 details += (f"{ATTR}: {new.override!r}",)
             difference.nodes.append(NodeDifference(key[0], key[1], new.op_type, ADDED, details))
-        elif old.node != new.node:
+        elif old is not None and new is not None and old.node != new.node:
             difference.nodes.append(
                 NodeDifference(key[0], key[1], new.op_type, CHANGED, _node_details(old.node, new.node))
             )

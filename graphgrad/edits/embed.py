@@ -13,7 +13,9 @@ processes that never import graphgrad get the custom gradient.
 """
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import GraphgradError, SpecError
 from ..files.protos import AttrValue, DataType, TensorProto
@@ -36,7 +38,7 @@ def _bfloat16_bits(value: float) -> int:
 
 # dtype -> (its name, TensorProto field, encoding of a Python float); float16 and
 # bfloat16 values are their bit patterns in half_val, as TensorFlow stores them.
-_FLOATS = {
+_FLOATS: dict[int, tuple[str, str, Callable[[float], Any]]] = {
     DataType.Value("DT_FLOAT"): ("float32", "float_val", float),
     DataType.Value("DT_DOUBLE"): ("float64", "double_val", float),
     DataType.Value("DT_HALF"): ("float16", "half_val", _half_bits),
@@ -48,7 +50,7 @@ _FLOATS = {
 class Surrogate:
     """What to build: a replacement h(x) (or None: h = y itself), times a factor."""
 
-    replacement: object  # spec Stage or None
+    replacement: Any  # spec Stage or None
     factor: float
 
 
@@ -73,7 +75,7 @@ def surrogate_for(spec: GradientSpec) -> Surrogate:
 class _Builder:
     """Adds the surrogate's nodes to a scope, all in one group under ``base``."""
 
-    def __init__(self, scope: Scope, base: str, dtype: int, device: str):
+    def __init__(self, scope: Scope, base: str, dtype: int | None, device: str):
         if dtype not in _FLOATS:
             kind = DataType.Name(dtype).removeprefix("DT_").lower() if dtype else "of unknown dtype"
             raise GraphgradError(
@@ -82,7 +84,7 @@ class _Builder:
             )
         self.scope, self.base, self.dtype, self.device = scope, base, dtype, device
         self.group = scope.unique_name(f"{base}/graphgrad_embed")
-        self.nodes = []
+        self.nodes: list = []
 
     def node(self, op: str, label: str, *inputs, attrs=None) -> str:
         name = self.scope.unique_name(f"{self.group}/{label}")
@@ -105,7 +107,8 @@ class _Builder:
         return self.node("Const", "const", attrs={"value": AttrValue(tensor=tensor), "dtype": dtype_attr(self.dtype)})
 
 
-def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int, spec: GradientSpec, base: str, device: str = ""):
+def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int | None, spec: GradientSpec, base: str,
+                   device: str = ""):
     """Add the surrogate for ``spec`` on y = f(x); returns (output node, its ref)."""
     surrogate = surrogate_for(spec)
     builder = _Builder(scope, base, dtype, device)

@@ -12,6 +12,7 @@ TensorFlow, so the marked graphs still load anywhere.
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import GraphgradError
 from ..files.protos import AttrValue, DataType
@@ -42,8 +43,8 @@ class Scope:
     """One editable list of nodes: a graph's top level or one function body."""
 
     graph: str
-    nodes: object  # repeated NodeDef
-    function: object = None  # FunctionDef, or None for the top level
+    nodes: Any  # repeated NodeDef
+    function: Any = None  # FunctionDef, or None for the top level
 
     def __post_init__(self):
         self._index()
@@ -273,7 +274,7 @@ def rename_functions(model: Model, suffix: str) -> None:
 
 def _runs(indices: list) -> list:
     """``[(start, stop)]`` of the runs of consecutive numbers in sorted ``indices``."""
-    runs = []
+    runs: list = []
     for index in indices:
         if runs and runs[-1][1] == index:
             runs[-1][1] = index + 1

@@ -83,7 +83,7 @@ class RewriteReport:
         keys = list(zip(op_types, news))
         counts = Counter(keys)
         replaced = Counter(key for key, old in zip(keys, olds) if old is not None)
-        names = {key: [] for key in counts}
+        names: dict = {key: [] for key in counts}
         for key, graph, node in zip(keys, graphs, nodes):
             if len(names[key]) < examples:
                 names[key].append((graph, node))
@@ -253,7 +253,7 @@ def _changes(rows) -> list:
 
 def _describe_refused(refused) -> str:
     """One phrase per (old, new) pair, naming its first node: errors stay one short line."""
-    groups = {}
+    groups: dict = {}
     for change in refused:
         groups.setdefault((change.old, change.new), []).append(change)
     phrases = []
@@ -309,7 +309,7 @@ def sign_trap_notes(report: RewriteReport, label: str, prefix: str, nodes, signs
     or a function body with ``prefix`` ``FUNCTION/``) that ``report`` rewrote,
     labelled with the graph. The report's rows are read only for a Sign that reads
     an add of a Sign."""
-    new = {}
+    new: dict = {}
 
     def spec_of(name):
         if not new:

@@ -12,7 +12,7 @@ def read_rules_file(path: str) -> dict:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
+        import tomli as tomllib  # type: ignore[no-redef]
     data = read_small_file(path, RULES_LIMIT, "rules file")
     try:
         return tomllib.loads(data.decode("utf-8"))

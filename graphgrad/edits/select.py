@@ -123,8 +123,8 @@ def rules_from_document(document: dict, origin: str) -> tuple:
         if ("op" in entry) == ("node" in entry):
             raise SelectionError(f"{where}: give exactly one of op = \"TYPE\" or node = \"GLOB\"")
         selector = OP if "op" in entry else NODE
-        values = {key: entry.get(key) for key in (selector, "gradient")}
-        if not all(isinstance(v, str) and v for v in values.values()):
+        key, gradient = entry.get(selector), entry.get("gradient")
+        if not (isinstance(key, str) and key and isinstance(gradient, str) and gradient):
             raise SelectionError(f"{where}: {selector} and gradient must be non-empty strings")
         globs = {}
         for key in ("match", "exclude"):
@@ -135,10 +135,10 @@ def rules_from_document(document: dict, origin: str) -> tuple:
                 raise SelectionError(f"{where}: {key} must be a list of globs")
             globs[key] = tuple(value)
         try:
-            spec = parse_spec(values["gradient"])
+            spec = parse_spec(gradient)
         except SpecError as error:
             raise SpecError(f"{where}: {error}") from None
-        rules.append(Rule(selector, values[selector], spec, globs["match"], globs["exclude"], where))
+        rules.append(Rule(selector, key, spec, globs["match"], globs["exclude"], where))
     return tuple(rules)
 
 
@@ -191,7 +191,8 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
     counts_in_scope = [0] * len(rules)
     # Op-type rules without a scope of their own are looked up by type; the rest
     # are tried node by node. Rule order is kept for the choice between rules.
-    by_type, others = {}, []
+    by_type: dict = {}
+    others: list = []
     for order, rule in enumerate(rules):
         if rule.selector == OP and not (rule.match or rule.exclude):
             by_type.setdefault(rule.pattern, []).append((order, rule))
@@ -212,7 +213,7 @@ def choose_by_op_type(type_counts: dict, rules, allow_missing: bool, all_nodes, 
     each node: ``all_nodes()`` gives every node for hints, ``names_of(op_type)``
     the names of that type's nodes for conflict messages.
     """
-    by_type = {}
+    by_type: dict = {}
     for rule in rules:
         by_type.setdefault(rule.pattern, []).append(rule)
     chosen = {op_type: candidates[0] for op_type, candidates in by_type.items() if type_counts.get(op_type)}

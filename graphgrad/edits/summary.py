@@ -112,9 +112,11 @@ def classify_override(value: str, saved: dict | None = None) -> tuple[str, str]:
         )
     if value.startswith(NAMESPACE):
         try:
-            return GRAPHGRAD, spec_from_attr_value(value).canonical
+            spec = spec_from_attr_value(value)  # a spec: the value is in graphgrad's namespace
         except SpecError as error:
             return UNRESOLVED, str(error)
+        if spec is not None:
+            return GRAPHGRAD, spec.canonical
     return EXTERNAL, "resolved by TensorFlow's registry; the loading process must register it"
 
 
@@ -186,7 +188,8 @@ def summarize(model: Model, functions: bool = True) -> ModelSummary:
 
 def summarize_bodies(path: str, kind: str, encoding: str, graphs, signatures=()) -> ModelSummary:
     """The summary of ``graphs``: (label, [top-level Body, function Body, ...]) per graph."""
-    top, in_functions = Counter(), Counter()
+    top: Counter = Counter()
+    in_functions: Counter = Counter()
     overrides, function_count, problems, unrouted, inputs, outputs = [], 0, [], [], [], []
     for label, bodies in graphs:
         function_count += len(bodies) - 1
@@ -299,7 +302,8 @@ def graph_ends(top: Body) -> tuple[list, list]:
 def _positions(values: Sequence, value) -> list[int]:
     """Where ``value`` stands in ``values``: ``list.index`` scans in C, where
     comparing each item in Python would not."""
-    found, start = [], 0
+    found: list = []
+    start = 0
     while True:
         try:
             start = values.index(value, start)

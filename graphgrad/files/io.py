@@ -337,13 +337,14 @@ def _saved_model_dir_holds(out_dir: str, model: Model, data: bytes, filename: st
     keep mtimes, and rsync decides the same way); otherwise their bytes are compared."""
     if not os.path.isdir(out_dir):
         return False
-    members = [m for m in SAVED_MODEL_MEMBERS if model.root and os.path.exists(os.path.join(model.root, m))]
+    root = model.root or ""
+    members = [m for m in SAVED_MODEL_MEMBERS if root and os.path.exists(os.path.join(root, m))]
     graph = os.path.join(out_dir, filename)
     if sorted(os.listdir(out_dir)) != sorted([filename, *members]) or not os.path.isfile(graph):
         return False
     if os.path.getsize(graph) != len(data) or not _holds(graph, [data], None):
         return False
-    return all(_same_tree(os.path.join(model.root, m), os.path.join(out_dir, m)) for m in members)
+    return all(_same_tree(os.path.join(root, m), os.path.join(out_dir, m)) for m in members)
 
 
 def _same_tree(a: str, b: str) -> bool:
@@ -423,6 +424,7 @@ def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bo
         try:
             for chunk in chunks:
                 if isinstance(chunk, tuple):
+                    assert source is not None, "a range of the input comes with its source"
                     source.copy_to(descriptor, *chunk)
                 else:
                     _write_all(descriptor, chunk)
@@ -500,6 +502,7 @@ def _holds(path: str, chunks, source: SourceFile | None) -> bool:
     with open(path, "rb") as stream:
         for chunk in chunks:
             if isinstance(chunk, tuple):
+                assert source is not None, "a range of the input comes with its source"
                 for start in range(chunk[0], chunk[1], COPY_BLOCK):
                     end = min(start + COPY_BLOCK, chunk[1])
                     if stream.read(end - start) != source.read(start, end):

@@ -73,7 +73,9 @@ class ScannedNode:
         self.graph, self.function = "", None
         self.name, self.op_type = name, op_type
         self.dirty = False
-        self._data, self._span, self._bytes, self._node = data, span, None, None
+        self._data, self._span = data, span
+        self._bytes: bytes | None = None
+        self._node = None
 
     @property
     def encoded(self) -> bytes:
@@ -113,7 +115,8 @@ class ScannedGraph:
         checked as the scan passes it, see :func:`graphgrad.files.validity.require_field`)."""
         self.data = memoryview(data) if isinstance(data, (bytes, bytearray)) else data
         self.fields = []  # (number, entry start, payload start, end)
-        spans, names_and_ops = [], []
+        spans: list[tuple[int, int]] = []
+        names_and_ops: list = []
         sampled_bytes = 0
         for number, wire_type, entry, payload, end in fields(self.data, 0, len(self.data)):
             if number not in _GRAPHDEF_FIELDS:

@@ -159,7 +159,7 @@ class HeadGraph:
         self.data = data
         # A byte search (in C): when the name occurs nowhere, no node's attributes need a look.
         self.has_overrides = ATTR_BYTES in data
-        self._handed_out = []
+        self._handed_out: list = []
 
     @cached_property
     def encoded(self):

@@ -14,6 +14,8 @@ Every reading is first given the full parse's verdict on the bytes
 none, and a corrupt constant that no rule selects is refused, never copied.
 """
 
+from collections.abc import Callable
+
 from .scan import Library, ScannedGraph, SmallNodes, Window
 from .small_nodes import HeadGraph
 from .validity import SAMPLE, Invalid, plausible, require
@@ -24,7 +26,7 @@ from .validity import SAMPLE, Invalid, plausible, require
 WHOLE_READ_LIMIT = 1 << 20
 
 
-def scan_view(source) -> tuple:
+def scan_view(source) -> tuple["bytes | Window", Callable[[], bytes]]:
     """``(data, whole)`` to scan a :class:`graphgrad.files.io.SourceFile` by: a
     :class:`Window`, or the bytes of a file of up to ``WHOLE_READ_LIMIT``; and a
     function that gives all its bytes."""

@@ -127,7 +127,7 @@ def _functions(graph) -> dict:
     while graph is not None:
         graphs.append(graph)
         graph = getattr(graph, "outer_graph", None)
-    functions = {}
+    functions: dict = {}
     for outer_first in reversed(graphs):
         functions.update(getattr(outer_first, "_functions", None) or {})
     return functions

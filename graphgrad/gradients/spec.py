@@ -90,7 +90,8 @@ def _format_value(value) -> str:
 
 
 def _tokenize(text: str) -> list[tuple[str, str]]:
-    tokens, position = [], 0
+    tokens: list[tuple[str, str]] = []
+    position = 0
     while True:
         while position < len(text) and text[position].isspace():
             position += 1
@@ -102,7 +103,7 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
                 f"cannot parse gradient spec {text!r}: unexpected {text[position:position + 10]!r} "
                 f"at column {position + 1}"
             )
-        kind = match.lastgroup
+        kind = match.lastgroup or ""  # every alternative of _TOKEN is a named group
         tokens.append((kind, match.group(kind)))
         position = match.end()
 
@@ -240,7 +241,7 @@ def parse_spec(text: str) -> GradientSpec:
         raise SpecError(f"gradient spec {text!r} is not valid UTF-8 text") from None
     if text.startswith(TF_PREFIX):
         return _parse_tf_name(text[len(TF_PREFIX):])
-    stages = []
+    stages: list = []
     for name, positional, keywords in _Parser(text).pipeline():
         target = REGISTRY.alias_target(name)
         if target is not None:

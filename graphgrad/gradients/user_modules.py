@@ -16,7 +16,7 @@ def load_gradient_module(path: str):
 
     name = "graphgrad_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or not os.path.isfile(path):
+    if spec is None or spec.loader is None or not os.path.isfile(path):
         raise GraphgradError(f"cannot load gradients from {path}: no such Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

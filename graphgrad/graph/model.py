@@ -11,6 +11,7 @@ TensorFlow's own): they only use field names, which the two share.
 """
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..names import ATTR
 
@@ -31,7 +32,7 @@ class Model:
     ``root`` is the SavedModel directory for SavedModels, else None.
     """
 
-    message: object
+    message: Any  # a GraphDef, MetaGraphDef or SavedModel message
     kind: str
     encoding: str
     path: str = ""
@@ -42,7 +43,7 @@ class Model:
         message.CopyFrom(self.message)
         return replace(self, message=message)
 
-    def graphs(self) -> list[tuple[str, object]]:
+    def graphs(self) -> list[tuple[str, Any]]:
         """(label, GraphDef) for each graph; the label is empty for a lone graph."""
         return graphs_of(self.message, self.kind)
 
@@ -50,13 +51,13 @@ class Model:
         return f"{KIND_NAMES[self.kind]}, {self.encoding}"
 
 
-def graphs_of(message, kind: str) -> list[tuple[str, object]]:
+def graphs_of(message, kind: str) -> list[tuple[str, Any]]:
     if kind == GRAPHDEF:
         return [("", message)]
     return [(label, meta.graph_def) for label, meta in meta_graphs_of(message, kind)]
 
 
-def meta_graphs_of(message, kind: str) -> list[tuple[str, object]]:
+def meta_graphs_of(message, kind: str) -> list[tuple[str, Any]]:
     """(label, MetaGraphDef) for each MetaGraphDef, labelled as in :func:`graphs_of`;
     none for a GraphDef."""
     if kind == GRAPHDEF:

@@ -9,6 +9,7 @@ import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
 from ..edits.fast import graphdef_file_bodies, remove_overrides_file, rewrite_graphdef_file
 from ..edits.rewrite import RewriteOptions, RewriteReport, rewrite_model
@@ -57,6 +58,13 @@ class InsertReport:
         return any(i.status == "inserted" for i in self.insertions)
 
 
+class Report(Protocol):
+    """What a file's job reports (a RewriteReport, InsertReport or ResetReport)."""
+
+    @property
+    def changed(self) -> bool: ...
+
+
 @dataclass
 class FileResult:
     """The outcome of one file: where it went, what changed, or the error.
@@ -68,7 +76,7 @@ class FileResult:
     input: str
     output: str | None = None
     written: bool = False
-    report: object = field(default_factory=RewriteReport)
+    report: Report = field(default_factory=RewriteReport)
     error: str | None = None
 
     @property
@@ -165,7 +173,8 @@ def rewrite_files(paths, options: RewriteOptions, output: OutputOptions, kind: s
 
 def _rewrite_item(options, output, kind, item: Item) -> FileResult:
     result = _guarded(item, lambda: rewrite_file(item.path, options, with_output(output, item), kind))
-    result.report = result.report.packed()  # thousands of files' node names, kept until printed
+    if isinstance(result.report, RewriteReport):
+        result.report = result.report.packed()  # thousands of files' node names, kept until printed
     return result
 
 

@@ -37,9 +37,11 @@ class Item:
 
 def plan(paths, batch: BatchOptions) -> tuple[list[Item], list[tuple[str, str]]]:
     """Items for every model the arguments name, and (argument, error) for those naming none."""
-    items, problems, seen_outputs = [], [], {}
+    items: list = []
+    problems: list = []
+    seen_outputs: dict = {}
     for argument in paths:
-        skipped = []
+        skipped: list = []
         try:
             base = _mirror_base(argument)
             models = [model for match in expand_pattern(argument)

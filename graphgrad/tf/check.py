@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..edits.embed import surrogate_for
 from ..edits.nodes import EMBED_SPEC, GROUP, SOURCE, rename_functions
@@ -398,20 +398,20 @@ def _import_meta_graph(tf, meta_graph_def):
     return tf.compat.v1.train.import_meta_graph(meta_graph_def, clear_devices=True)
 
 
-def _load_saved_model(tf, session, model: Model, tags: list) -> None:
+def _load_saved_model(tf, session, model: Model, tags: list | None) -> None:
     """TensorFlow's TF1 loader (variables, assets, init ops) on the MetaGraphDef
     with ``tags`` as ``model`` holds it in memory, which need not be the file's:
     the comparison without overrides loads the reset graph beside the files."""
     meta_graph_def = _tf_message(tf.compat.v1.MetaGraphDef, _meta_graph(model, tags))
 
-    class InMemoryLoader(saved_model_loader_class()):
+    class InMemoryLoader(saved_model_loader_class()):  # type: ignore[misc]  # TensorFlow's class, found at run time
         def get_meta_graph_def_from_tags(self, _tags):
             return meta_graph_def
 
     InMemoryLoader(model.root).load(session, tags, clear_devices=True)
 
 
-def _meta_graph(model: Model, tags: list):
+def _meta_graph(model: Model, tags: list | None):
     """The MetaGraphDef of a SavedModel with ``tags``."""
     [meta] = [meta for meta in model.message.meta_graphs if list(meta.meta_info_def.tags) == tags]
     return meta
@@ -451,7 +451,7 @@ def _signature_names(model: Model, tags: list | None) -> dict:
     its tensor (``note`` -> ``StatefulPartitionedCall:1``), where no two signatures
     use one name for different tensors."""
     meta = _chosen_meta_graph(model, tags)
-    names = {}
+    names: dict = {}
     for _, inputs, outputs in signatures_of(meta) if meta else []:
         for name, tensor in inputs + outputs:
             names.setdefault(name, set()).add(tensor)
@@ -729,7 +729,7 @@ class _Context:
 
     unresolved: set
     path: str
-    graph_def: object  # the loaded graph as the file holds it
+    graph_def: Any  # the loaded graph as the file holds it
     seen: set = field(default_factory=set)  # functions looked into
 
     @cached_property

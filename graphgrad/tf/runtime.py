@@ -133,11 +133,12 @@ def _graphs_with_metas(graph) -> list:
         return [(graph.as_graph_def(), None)]
     if isinstance(graph, (str, bytes)) or hasattr(graph, "__fspath__"):
         graph = read_model(graph)
+    kind: str | None
     if isinstance(graph, Model):
         message, kind = graph.message, graph.kind
     else:
         message = graph
-        kind = _MESSAGE_KINDS.get(getattr(getattr(graph, "DESCRIPTOR", None), "name", None))
+        kind = _MESSAGE_KINDS.get(getattr(getattr(graph, "DESCRIPTOR", None), "name", ""))
         if kind not in KINDS:
             raise GraphgradError(
                 f"register_gradients takes a tf.Graph, a GraphDef, MetaGraphDef or SavedModel "
@@ -242,7 +243,7 @@ class _ProvidedGradientsFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (isinstance(record.msg, str) and record.msg.startswith(_UNSAVED_WARNING)
-                    and record.args and record.args[0] in _QUIET_FUNCTIONS)
+                    and isinstance(record.args, tuple) and record.args and record.args[0] in _QUIET_FUNCTIONS)
 
 
 _FILTER = _ProvidedGradientsFilter()
@@ -549,8 +550,8 @@ def route_calls_in(graph_def, all_calls: bool = False) -> list[str]:
     if not overriding:
         return []
     routed = []
-    bodies = ((function.signature.name, function.node_def) for function in graph_def.library.function)
-    for function, nodes in ((None, graph_def.node), *bodies):
+    named_bodies = ((function.signature.name, function.node_def) for function in graph_def.library.function)
+    for function, nodes in ((None, graph_def.node), *named_bodies):
         names = route_calls_in_nodes(nodes, overriding)
         routed += names if function is None else [f"{function}/{name}" for name in names]
     return routed
