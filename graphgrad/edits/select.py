@@ -123,8 +123,8 @@ def rules_from_document(document: dict, origin: str) -> tuple:
         if ("op" in entry) == ("node" in entry):
             raise SelectionError(f"{where}: give exactly one of op = \"TYPE\" or node = \"GLOB\"")
         selector = OP if "op" in entry else NODE
-        key, gradient = entry.get(selector), entry.get("gradient")
-        if not (isinstance(key, str) and key and isinstance(gradient, str) and gradient):
+        pattern, gradient = entry.get(selector), entry.get("gradient")
+        if not (isinstance(pattern, str) and pattern and isinstance(gradient, str) and gradient):
             raise SelectionError(f"{where}: {selector} and gradient must be non-empty strings")
         globs = {}
         for key in ("match", "exclude"):
@@ -138,7 +138,7 @@ def rules_from_document(document: dict, origin: str) -> tuple:
             spec = parse_spec(gradient)
         except SpecError as error:
             raise SpecError(f"{where}: {error}") from None
-        rules.append(Rule(selector, key, spec, globs["match"], globs["exclude"], where))
+        rules.append(Rule(selector, pattern, spec, globs["match"], globs["exclude"], where))
     return tuple(rules)
 
 
