@@ -243,18 +243,52 @@ def test_reset_of_a_frozen_model_reads_no_constant(tmp_path, reads):
     assert read_model(str(source)).message == frozen
 
 
-def test_reset_undoes_inserted_nodes_on_the_full_parse(tmp_path):
+def test_reset_undoes_inserted_nodes_without_reading_constants(tmp_path, reads):
     from graphgrad.edits.fast import remove_overrides_bytes
     from graphgrad.edits.surgery import RESET_MARKERS, ResetOptions, reset_selects
 
     frozen = frozen_graph(layers=8, width=256)
     source, inserted, restored = tmp_path / "frozen.pb", tmp_path / "inserted.pb", tmp_path / "restored.pb"
     source.write_bytes(frozen.SerializeToString(deterministic=True))
-    run_cli("insert", source, "--at", "dense3/Relu:0", "--grad", "ste", "-o", inserted)
-    with pytest.raises(NotApplicable, match="inserted nodes"):
+    run_cli("insert", source, "--at", "dense3/Relu:0", "--grad", "ste", "--embed", "-o", inserted)
+    with pytest.raises(NotApplicable, match="inserted nodes"):  # not the override-only path...
         remove_overrides_bytes(inserted.read_bytes(), reset_selects(ResetOptions()), True, RESET_MARKERS)
-    run_cli("reset", inserted, "-o", restored)
+    reads.clear()
+    run_cli("reset", inserted, "-o", restored)  # ...but the skeleton's
+    assert sum(end - start for start, end in reads) < source.stat().st_size / 20, "the reset read the constants"
     assert read_model(str(restored)).message == frozen
+
+
+@pytest.mark.parametrize("args", [
+    ["insert", "--at", "dense3/Relu:0", "--grad", "scale(0.5)"],
+    ["insert", "--at", "dense3/Relu:0", "--grad", "ste", "--embed"],
+    ["insert", "--at", "dense3/kernel:0", "--grad", "reverse"],  # a constant's own output: its value is not read
+    ["rewrite", "--op", "Relu=identity|scale(2)", "--embed"],
+    ["rewrite", "--op", "Relu=zero", "--op", "Sign=ste", "--embed"],  # the Sign in a function body
+])
+def test_node_level_edits_of_a_frozen_model_read_no_constant(tmp_path, reads, args):
+    """insert and --embed on the skeleton (graphgrad.files.skeleton): the constants
+    are copied by range, never read, and the result is the full parse's, byte for
+    byte once parsed; a second run finds it up to date."""
+    from graphgrad import parse_spec, rewrite_model
+    from graphgrad.edits.surgery import InsertOptions, insert_gradient
+
+    frozen = frozen_graph(layers=8, width=256)
+    source, out = tmp_path / "frozen.pb", tmp_path / "out.pb"
+    source.write_bytes(frozen.SerializeToString(deterministic=True))
+    reads.clear()
+    run_cli(args[0], source, *args[1:], "-o", out)
+    assert sum(end - start for start, end in reads) < source.stat().st_size / 20, "the edit read the constants"
+    model = Model(frozen, "graphdef", "binary")
+    if args[0] == "insert":
+        spec, embed = parse_spec(args[4]), "--embed" in args
+        expected, _ = insert_gradient(model, InsertOptions(args[2], spec, embed=embed))
+    else:
+        rules = [("op", args[i + 1]) for i, a in enumerate(args) if a == "--op"]
+        expected, _ = rewrite_model(model, options(*rules, embed=True, allow_missing=True))
+    assert read_model(str(out)).message == expected.message
+    run_cli(args[0], out, *args[1:], "-o", tmp_path / "again.pb")  # idempotent: nothing more to do
+    assert read_model(str(tmp_path / "again.pb")).message == expected.message
 
 
 def test_ranges_are_copied_where_the_kernel_cannot(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ from google.protobuf.message import DecodeError
 
 from ..files.protos import GraphDef, NodeDef
 from ..files.scan import Library, ScannedGraph, node_headers, override_at
+from ..files.skeleton import skeleton_of
 from ..files.small_nodes import HeadGraph, flat_columns, node_inputs
 from ..files.stored import in_memory_chunks, open_stored, scan_view
 from ..files.wireformat import NotApplicable
@@ -199,8 +200,32 @@ def remove_overrides_file(source, selects, functions: bool, markers=()):
     return _remove_overrides(*scan_view(source), selects, functions, markers)
 
 
+def reset_graphdef_file(source, options, path: str):
+    """``graphgrad reset`` of a binary GraphDef file (``options``: a
+    :class:`graphgrad.edits.surgery.ResetOptions`): ``(chunks, ResetReport)``.
+    Overrides are removed from the stored nodes; graphgrad's inserted nodes are
+    undone on the skeleton of a frozen model (:mod:`graphgrad.files.skeleton`):
+    either way the constants are never read. Raises :class:`NotApplicable` where
+    the full parse must do it (inserted nodes among many small nodes)."""
+    from .surgery import RESET_MARKERS, ResetReport, reset_model, reset_selects
+
+    graph = open_stored(*scan_view(source))
+    try:
+        chunks, changes = _remove_from(graph, reset_selects(options), options.functions, RESET_MARKERS)
+    except NotApplicable:
+        if not isinstance(graph, ScannedGraph):
+            raise
+        skeleton = skeleton_of(graph, path)
+        _, report = reset_model(skeleton.model, options, inplace=True)
+        return skeleton.chunks(), report
+    return chunks, ResetReport(overrides=changes)
+
+
 def _remove_overrides(data, whole, selects, functions: bool, markers):
-    graph = open_stored(data, whole)
+    return _remove_from(open_stored(data, whole), selects, functions, markers)
+
+
+def _remove_from(graph, selects, functions: bool, markers):
     marker_keys = [marker.encode() for marker in markers]
     library = graph.library
     function_nodes = library.function_nodes() if functions else []

@@ -110,6 +110,8 @@ class ScannedGraph:
     ``data`` is bytes or a :class:`Window` on a file.
     """
 
+    library: "Library"  # set by graphgrad.files.stored.open_stored
+
     def __init__(self, data, checked: bool = False):
         """``checked``: ``data`` is known to parse as a GraphDef (else each field is
         checked as the scan passes it, see :func:`graphgrad.files.validity.require_field`)."""

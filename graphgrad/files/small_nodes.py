@@ -31,6 +31,7 @@ schemas that declare only that:
 
 from functools import cached_property, lru_cache
 from itertools import compress
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -154,6 +155,8 @@ class HeadGraph:
     docstring): :meth:`add_overrides` edits the encodings of nodes chosen by op
     type; :meth:`candidates` hands out nodes parsed as ``NodeHead``, and those
     changed replace their encodings in :meth:`chunks`."""
+
+    library: Any  # a graphgrad.files.scan.Library, set by graphgrad.files.stored.open_stored
 
     def __init__(self, data: bytes):
         self.data = data

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
-from ..edits.fast import graphdef_file_bodies, remove_overrides_file, rewrite_graphdef_file
+from ..edits.fast import graphdef_file_bodies, reset_graphdef_file, rewrite_graphdef_file
 from ..edits.rewrite import RewriteOptions, RewriteReport, rewrite_model
 from ..errors import GraphgradError, ModelWriteError, UsageError
 from ..files.io import (
@@ -25,6 +25,7 @@ from ..files.io import (
     write_chunks,
     write_model,
 )
+from ..files.stored import open_skeleton
 from ..files.wireformat import NotApplicable
 from ..graph.model import BINARY, GRAPHDEF, Model
 from .batch import BatchOptions, Item, plan, run, sweep, with_output
@@ -137,10 +138,24 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
     A binary GraphDef takes the fast path of :mod:`graphgrad.edits.fast`: only what
     rules look at is decoded; other bytes are copied as they were.
     """
-    return _change_graphdef_file(
-        path, output, kind, lambda source: rewrite_graphdef_file(source, options),
-        lambda model: rewrite_model(model, options, inplace=True),
-    )
+    def operation(model):
+        return rewrite_model(model, options, inplace=True)
+
+    if options.embed:  # surrogates edit the graph's structure: on the frozen model's skeleton
+        return _change_graphdef_file(path, output, kind, _on_skeleton(path, operation), operation)
+    return _change_graphdef_file(path, output, kind, lambda source: rewrite_graphdef_file(source, options), operation)
+
+
+def _on_skeleton(path: str, operation):
+    """``operation`` as the fast path of :func:`_change_graphdef_file`: applied to the
+    skeleton of a frozen model (:mod:`graphgrad.files.skeleton`), whose constants
+    are never read, and written back around them."""
+    def fast(source):
+        skeleton = open_skeleton(source, path)
+        _, report = operation(skeleton.model)
+        return skeleton.chunks(), report
+
+    return fast
 
 
 def _change_graphdef_file(path: str, output: OutputOptions, kind: str | None, fast, operation) -> FileResult:
@@ -186,7 +201,7 @@ def insert_file(path: str, options, output: OutputOptions, kind: str | None = No
         model, insertions = insert_gradient(model, options, inplace=True)
         return model, InsertReport(insertions)
 
-    return _change_file(path, output, kind, operation)
+    return _change_graphdef_file(path, output, kind, _on_skeleton(path, operation), operation)
 
 
 def reset_files(paths, options, output: OutputOptions, kind: str | None = None,
@@ -203,14 +218,12 @@ def _reset_item(options, output, kind, item: Item) -> FileResult:
 def reset_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Remove overrides and graphgrad's nodes from one model file (``options``:
     surgery.ResetOptions). A binary GraphDef without graphgrad's nodes takes the
-    fast path of :mod:`graphgrad.edits.fast`: its constants are never read."""
-    from ..edits.surgery import RESET_MARKERS, ResetReport, reset_model, reset_selects
+    fast path of :mod:`graphgrad.edits.fast`, and a frozen model's inserted nodes
+    are undone on its skeleton: its constants are never read."""
+    from ..edits.surgery import reset_model
 
-    def fast(source):
-        chunks, changes = remove_overrides_file(source, reset_selects(options), options.functions, RESET_MARKERS)
-        return chunks, ResetReport(overrides=changes)
-
-    return _change_graphdef_file(path, output, kind, fast, lambda model: reset_model(model, options, inplace=True))
+    return _change_graphdef_file(path, output, kind, lambda source: reset_graphdef_file(source, options, path),
+                                 lambda model: reset_model(model, options, inplace=True))
 
 
 def diff_files(a: str, b: str, kind: str | None = None):
