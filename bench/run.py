@@ -74,7 +74,9 @@ def row(label, seconds, rss, base_seconds):
 OP_COUNTS = "click + op counts, no checks"
 IMPORTS = "click + protobuf imports, no work"
 
-def single_file(name, op_type, spec, repeat, work, small_nodes=False):
+def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None):
+    """``edits``: label -> the arguments after the input of a node-level edit (insert,
+    --embed), measured and compared with rewrite."""
     source = os.path.join(CACHE, name)
     size = os.path.getsize(source) / 2**20
     out = os.path.join(work, "out.pb")
@@ -99,6 +101,8 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False):
         REPLACING: rewrite_command,
         "graphgrad ops": GRAPHGRAD + ["ops", source],
         **counts,
+        **{label: GRAPHGRAD + [arguments[0], source, *arguments[1:], "-o", out]
+           for label, arguments in (edits or {}).items()},
         "TensorFlow route": [PYTHON, os.path.join(HERE, "tf_route.py"), source, op_type, attr, out],
         "protobuf floor (parse+set+write)": [
             PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out,
@@ -126,6 +130,9 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False):
           f" + start-up: {results[REPLACING][0] / durable_floor:.2f}x)")
     print(f"  rewrite peak RSS: {results['graphgrad rewrite'][1]:.0f} MB = "
           f"{(results['graphgrad rewrite'][1] - startup[1]) / size:.2f}x the file + start-up")
+    for label in edits or {}:
+        print(f"  {label.removeprefix('graphgrad ')} vs rewrite: {results[label][0] / rewrite:.2f}x, "
+              f"peak RSS {results[label][1]:.0f} MB")
     return results
 
 
@@ -172,9 +179,16 @@ def main():
     print(f"graphgrad --help: {help_time:.3f} s")
     with tempfile.TemporaryDirectory() as work:
         if "chain" in cases:
-            single_file("chain.pb", "Sign", "ste(clip=1.0)", args.repeat, work, small_nodes=True)
+            single_file("chain.pb", "Sign", "ste(clip=1.0)", args.repeat, work, small_nodes=True, edits={
+                "graphgrad rewrite --embed, 25k Signs": ["rewrite", "--op", "Sign=ste(clip=1.0)", "--embed"],
+                "graphgrad insert": ["insert", "--at", "Sign_12000:0", "--grad", "scale(0.5)"],
+            })
         if "dense" in cases:
-            single_file("dense.pb", "Relu", "guided_relu", args.repeat, work)
+            single_file("dense.pb", "Relu", "guided_relu", args.repeat, work, edits={
+                "graphgrad rewrite --embed": ["rewrite", "--op", "Relu=identity", "--embed"],
+                "graphgrad insert": ["insert", "--at", "dense20/BiasAdd:0", "--grad", "scale(0.5)"],
+                "graphgrad insert --embed": ["insert", "--at", "dense20/BiasAdd:0", "--grad", "reverse", "--embed"],
+            })
         if "batch" in cases:
             batch("small", "200 small frozen graphs (0.9 MB each, mostly copied)", args.repeat, work)
             batch("many_nodes", "200 graphs of 8000 small nodes (CPU-bound)", args.repeat, work)

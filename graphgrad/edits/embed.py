@@ -14,6 +14,7 @@ processes that never import graphgrad get the custom gradient.
 
 import struct
 from collections.abc import Callable
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,26 +86,47 @@ class _Builder:
         self.scope, self.base, self.dtype, self.device = scope, base, dtype, device
         self.group = scope.unique_name(f"{base}/graphgrad_embed")
         self.nodes: list = []
+        self._labels: set = set()
 
     def node(self, op: str, label: str, *inputs, attrs=None) -> str:
-        name = self.scope.unique_name(f"{self.group}/{label}")
-        attrs = attrs if attrs is not None else {"T": dtype_attr(self.dtype)}
+        # The group's name is new and opens no name scope yet: only this builder's
+        # own names can be taken under it (unique_name's rule: label, label_1, ...).
+        name, number = label, 0
+        while name in self._labels:
+            number += 1
+            name = f"{label}_{number}"
+        self._labels.add(name)
+        name = f"{self.group}/{name}"
+        attrs = attrs if attrs is not None else _type_attrs(self.dtype)
         node = self.scope.add(op, name, inputs, attrs, group=self.group, device=self.device)
         self.nodes.append(node)
         return self.scope.output_ref(node)
 
     def const(self, value: float) -> str:
-        tensor = TensorProto(dtype=self.dtype)
-        tensor.tensor_shape.SetInParent()
-        name, field, encode = _FLOATS[self.dtype]
         try:
-            getattr(tensor, field).append(encode(value))
+            attrs = _const_attrs(self.dtype, value)
         except OverflowError:
             raise GraphgradError(
                 f"--embed on {self.base}: the constant {value} of the gradient spec does not fit "
-                f"{name}. To fix this, choose a smaller parameter, or drop --embed"
+                f"{_FLOATS[self.dtype][0]}. To fix this, choose a smaller parameter, or drop --embed"
             ) from None
-        return self.node("Const", "const", attrs={"value": AttrValue(tensor=tensor), "dtype": dtype_attr(self.dtype)})
+        return self.node("Const", "const", attrs=attrs)
+
+
+# Every surrogate of a rewrite has the same few attributes: made once (add copies them).
+@lru_cache(maxsize=None)
+def _type_attrs(dtype: int) -> dict:
+    return {"T": dtype_attr(dtype)}
+
+
+@lru_cache(maxsize=256)
+def _const_attrs(dtype: int, value: float) -> dict:
+    """A scalar Const's attributes; OverflowError if ``value`` does not fit ``dtype``."""
+    tensor = TensorProto(dtype=dtype)
+    tensor.tensor_shape.SetInParent()
+    _, field, encode = _FLOATS[dtype]
+    getattr(tensor, field).append(encode(value))
+    return {"value": AttrValue(tensor=tensor), "dtype": dtype_attr(dtype)}
 
 
 def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int | None, spec: GradientSpec, base: str,

@@ -11,6 +11,7 @@ TensorFlow, so the marked graphs still load anywhere.
 """
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,20 +54,23 @@ class Scope:
         self._loop_nodes = None  # see in_tf1_loop
         self._by_name = {node.name: node for node in self.nodes}
         self._name_scopes = {name[:i] for name in self._by_name for i, c in enumerate(name) if c == "/"}
-        self._uses = {}  # producer name -> {(consumer name or None for ret, position)}
+        self._uses: defaultdict = defaultdict(set)  # producer name -> {(consumer name or None for ret, position)}
         for node in self.nodes:
             self._record_uses(node)
         if self.function is not None:
             for key, value in self.function.ret.items():
-                self._uses.setdefault(value.split(":")[0], set()).add((None, key))
+                self._uses[value.split(":")[0]].add((None, key))
         self._stand_ins = {
             self.canonical(node.attr[SOURCE].s.decode()): node for node in self.nodes if SOURCE in node.attr
         }
 
-    def _record_uses(self, node):
-        for position, name in enumerate(node.input):
-            if not name.startswith("^"):
-                self._uses.setdefault(name.split(":")[0], set()).add((node.name, position))
+    def _record_uses(self, node, inputs=None):
+        """Record ``node``'s data inputs (``inputs``: its input list, if at hand as
+        Python strings: reading a NodeDef's repeated field costs an object per entry)."""
+        name = node.name
+        for position, ref in enumerate(node.input if inputs is None else inputs):
+            if not ref.startswith("^"):
+                self._uses[ref.split(":")[0]].add((name, position))
 
     @property
     def prefix(self) -> str:
@@ -122,7 +126,7 @@ class Scope:
         for consumer, position in uses:
             old = self._input(consumer, position)
             self._uses[old.split(":")[0]].discard((consumer, position))
-            self._uses.setdefault(new_ref.split(":")[0], set()).add((consumer, position))
+            self._uses[new_ref.split(":")[0]].add((consumer, position))
             if consumer is None:
                 self.function.ret[position] = new_ref
             else:
@@ -156,8 +160,13 @@ class Scope:
             node.attr[key].CopyFrom(value)
         node.attr[GROUP].s = (group or name).encode()
         self._by_name[name] = node
-        self._name_scopes.update(name[:i] for i, c in enumerate(name) if c == "/")
-        self._record_uses(node)
+        scope = name
+        while "/" in scope:  # the name scopes it opens, up to the first one already open
+            scope = scope.rsplit("/", 1)[0]
+            if scope in self._name_scopes:
+                break
+            self._name_scopes.add(scope)
+        self._record_uses(node, inputs)
         return node
 
     def remove(self, names: set) -> None:
