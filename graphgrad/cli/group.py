@@ -11,13 +11,14 @@ from .render import error, json_error
 
 # command name -> module in graphgrad.cli; each is imported only when run (or listed).
 COMMANDS = {
-    "ops": "ops", "rewrite": "rewrite", "insert": "insert", "reset": "reset",
+    "ops": "ops", "rewrite": "rewrite", "insert": "insert", "bypass": "bypass", "reset": "reset",
     "diff": "diff", "check": "check", "gradients": "gradients",
 }
 SUMMARIES = {
     "ops": "List op types with node counts, and gradient overrides with their status.",
     "rewrite": "Set the gradient of selected nodes (their _gradient_op_type attribute).",
     "insert": "Put an Identity carrying GRADIENT on TENSOR and move its consumers to it.",
+    "bypass": "Backpropagate across a region (--from .. --to) as the identity: BPDA.",
     "reset": "Remove overrides and undo graphgrad's inserted and embedded nodes.",
     "diff": "Nodes added, removed, rewired and changed attributes between A and B.",
     "check": "Compute dy/dx with TensorFlow and explain it (needs TensorFlow).",
@@ -26,7 +27,7 @@ SUMMARIES = {
 
 # Words users reach for, and the command that does it.
 ALIASES = {"inspect": "ops", "show": "ops", "list": "ops", "info": "ops", "patch": "rewrite", "override": "rewrite",
-           "undo": "reset", "remove": "reset", "compare": "diff", "verify": "check", "test": "check"}
+           "undo": "reset", "remove": "reset", "bpda": "bypass", "compare": "diff", "verify": "check", "test": "check"}
 
 
 

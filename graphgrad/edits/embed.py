@@ -76,7 +76,7 @@ def surrogate_for(spec: GradientSpec) -> Surrogate:
 class _Builder:
     """Adds the surrogate's nodes to a scope, all in one group under ``base``."""
 
-    def __init__(self, scope: Scope, base: str, dtype: int | None, device: str):
+    def __init__(self, scope: Scope, base: str, dtype: int | None, device: str, kind: str = "embed"):
         if dtype not in _FLOATS:
             kind = DataType.Name(dtype).removeprefix("DT_").lower() if dtype else "of unknown dtype"
             raise GraphgradError(
@@ -84,7 +84,7 @@ class _Builder:
                 f"{kind}. To fix this, drop --embed and register the gradient at load time"
             )
         self.scope, self.base, self.dtype, self.device = scope, base, dtype, device
-        self.group = scope.unique_name(f"{base}/graphgrad_embed")
+        self.group = scope.unique_name(f"{base}/graphgrad_{kind}")
         self.nodes: list = []
         self._labels: set = set()
 
@@ -113,6 +113,9 @@ class _Builder:
         return self.node("Const", "const", attrs=attrs)
 
 
+_INT32 = DataType.Value("DT_INT32")
+
+
 # Every surrogate of a rewrite has the same few attributes: made once (add copies them).
 @lru_cache(maxsize=None)
 def _type_attrs(dtype: int) -> dict:
@@ -130,10 +133,16 @@ def _const_attrs(dtype: int, value: float) -> dict:
 
 
 def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int | None, spec: GradientSpec, base: str,
-                   device: str = ""):
-    """Add the surrogate for ``spec`` on y = f(x); returns (output node, its ref)."""
+                   device: str = "", bypass: bool = False) -> tuple:
+    """Add the surrogate for ``spec`` on y = f(x); returns (output node, its ref).
+
+    ``bypass``: x is not y's input but the start of a region that ends at y
+    (:func:`graphgrad.edits.surgery.bypass_region`); the nodes are named
+    ``graphgrad_bypass``, and the term that carries h(x)'s gradient is reshaped
+    to y's shape, so that the forward value keeps y's shape whatever x's is.
+    """
     surrogate = surrogate_for(spec)
-    builder = _Builder(scope, base, dtype, device)
+    builder = _Builder(scope, base, dtype, device, "bypass" if bypass else "embed")
     stopped_y = builder.node("StopGradient", "stop_y", y_ref)
     replacement = surrogate.replacement
     if replacement is not None and replacement.name == "zero":
@@ -150,6 +159,11 @@ def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int | None, spec
         # have it too.
         finite = builder.node("IsFinite", "finite", difference)
         zero = builder.node("Select", "zero", finite, difference, builder.node("ZerosLike", "zeros", difference))
+        if bypass:  # 0 everywhere, in y's shape: d/dx reshapes dy back to x's (equal sizes; else a clear error)
+            int32 = {"out_type": dtype_attr(_INT32), "T": dtype_attr(builder.dtype)}
+            shape = builder.node("Shape", "shape_y", stopped_y, attrs=int32)
+            zero = builder.node("Reshape", "zero_like_y", zero, shape,
+                                attrs={"T": dtype_attr(builder.dtype), "Tshape": dtype_attr(_INT32)})
         output = builder.node("Sub", "output", stopped_y, zero)
     output_node = builder.nodes[-1]
     output_node.attr[EMBED_SPEC].s = spec.canonical.encode()

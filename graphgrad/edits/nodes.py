@@ -23,12 +23,13 @@ from ..graph.model import Model
 GROUP = "_graphgrad_group"
 SOURCE = "_graphgrad_source"
 EMBED_SPEC = "_graphgrad_embed"
+BYPASS = "_graphgrad_bypass"  # on a bypass's output node: the tensor its gradient goes to
 
 # Output argument names of the ops graphgrad creates (function bodies need them).
 OUTPUT_ARGS = {
     "Identity": "output", "StopGradient": "output", "ClipByValue": "output", "Const": "output",
     "Sub": "z", "AddV2": "z", "Mul": "z", "Abs": "y", "Sigmoid": "y", "IsFinite": "y", "ZerosLike": "y",
-    "Select": "output",
+    "Select": "output", "Shape": "output", "Reshape": "output",
 }
 # Attributes that give the dtype of a node's outputs, in order of trust.
 _DTYPE_ATTRS = ("T", "dtype", "DstT", "out_type", "Tout", "output_types", "Toutput_types")
@@ -185,6 +186,37 @@ class Scope:
             return parts[0], int(parts[1]) if len(parts) > 1 else 0
         return parts[0], int(parts[2]) if len(parts) > 2 else 0
 
+    def depends_on(self, ref: str, ancestor: str) -> bool:
+        """Whether tensor ``ref`` is computed from tensor ``ancestor`` (data edges)."""
+        ancestor = self.canonical(ancestor)
+        pending, seen = [self.split_ref(ref)[0]], set()
+        while pending:
+            node = self._by_name.get(pending.pop())
+            if node is None or node.name in seen:
+                continue
+            seen.add(node.name)
+            for name in node.input:
+                if self.canonical(name) == ancestor:
+                    return True
+                if not name.startswith("^"):
+                    pending.append(name.split(":")[0])
+        return False
+
+    def shape_of(self, ref: str) -> list | None:
+        """The static shape of a tensor (-1: an unknown dimension), from its
+        producer's ``_output_shapes`` or a placeholder's ``shape``; None if unknown."""
+        name, index = self.split_ref(ref)
+        producer = self._by_name.get(name)
+        if producer is None:
+            return None
+        if "_output_shapes" in producer.attr and len(producer.attr["_output_shapes"].list.shape) > index:
+            shape = producer.attr["_output_shapes"].list.shape[index]
+        elif producer.op.startswith("Placeholder") and "shape" in producer.attr:
+            shape = producer.attr["shape"].shape
+        else:
+            return None
+        return None if shape.unknown_rank else [dim.size for dim in shape.dim]
+
     def dtype_of(self, ref: str) -> int | None:
         """The dtype of a tensor, read from its producer's attributes (None if unknown)."""
         name, index = self.split_ref(ref)
@@ -216,13 +248,14 @@ _FUNCTION_TENSOR = re.compile(r"(?P<function>[^/]+)/(?P<node>.+):(?P<arg>[A-Za-z
 _TOP_TENSOR = re.compile(r"(?P<node>[^:]+)(?::(?P<index>\d+))?\Z")
 
 
-def locate_tensor(model: Model, tensor: str):
+def locate_tensor(model: Model, tensor: str, within: list | None = None) -> list:
     """[(scope, canonical ref)] for ``node:index`` (top level) or
-    ``function/node:output_arg:index`` (function body), in every graph that has it."""
+    ``function/node:output_arg:index`` (function body), in every graph that has it
+    (``within``: the model's scopes, if already made)."""
     found = []
     function_match = _FUNCTION_TENSOR.match(tensor)
     top_match = _TOP_TENSOR.match(tensor)
-    for scope in scopes(model):
+    for scope in scopes(model) if within is None else within:
         if scope.function is None and top_match and scope.node(top_match["node"]):
             found.append((scope, scope.canonical(f"{top_match['node']}:{top_match['index'] or 0}")))
         elif (

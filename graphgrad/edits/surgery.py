@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from ..errors import GraphgradError, SelectionError
+from ..files.protos import DataType
 from ..gradients.spec import GradientSpec
 from ..graph.model import Model, NodeRef, override_of
 from ..names import ATTR
 from .embed import build_embedded, surrogate_for
-from .nodes import EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, scopes
+from .nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, scopes
 from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
 from .select import select_nodes
 
@@ -36,6 +37,8 @@ class Insertion:
 
 
 def _spec_of_group_output(node) -> str:
+    if BYPASS in node.attr:
+        return _bypass_want(node.attr[BYPASS].s.decode(), node.attr[EMBED_SPEC].s.decode())
     if EMBED_SPEC in node.attr:
         return "embedded " + node.attr[EMBED_SPEC].s.decode()
     return override_of(node) or ""
@@ -96,6 +99,122 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
         names = tuple(scope.prefix + c if c else f"{scope.prefix}<output {k}>" for c, k in uses)
         insertions.append(Insertion(scope.graph, options.tensor, scope.prefix + node.name, names, "inserted"))
     return result, insertions
+
+
+@dataclass(frozen=True)
+class BypassOptions:
+    """BPDA across a region: the gradient reaching ``target`` goes to ``source``
+    as ``spec`` (a replacement applied to ``source``: the identity by default)."""
+
+    source: str
+    target: str
+    spec: GradientSpec
+
+
+@dataclass(frozen=True)
+class Bypass:
+    graph: str
+    source: str
+    target: str
+    node: str  # the graphgrad node that now stands in for target
+    consumers: tuple
+    status: str  # "bypassed" or "already"
+
+
+def _bypass_want(source: str, spec: str) -> str:
+    return f"bypass from {source} with {spec}"
+
+
+def bypass_region(model: Model, options: BypassOptions, inplace: bool = False):
+    """Backward pass differentiable approximation (Athalye et al., 2018): the
+    forward value of ``options.target`` is kept bit for bit, and the gradient that
+    reaches it flows to ``options.source`` as ``options.spec`` applied to the
+    source says, whatever lies between (casts to integers, Round, JPEG coding,
+    PyFunc). Written as ``--embed`` writes surrogates (stop-gradient arithmetic),
+    so the result needs no runtime; ``reset`` undoes it.
+
+    Returns ``(model, [Bypass])``, one per graph that has both tensors.
+    """
+    surrogate = surrogate_for(options.spec)
+    if surrogate.replacement is None or surrogate.replacement.name == "zero":
+        raise SelectionError(
+            f"bypass --surrogate {options.spec.canonical}: a bypass needs a replacement applied to --from "
+            "(identity, ste, approx_sign, ...), optionally followed by scale/reverse"
+        )
+    result = model if inplace else model.copy()
+    every_scope = scopes(result)
+    targets = {id(scope): ref for scope, ref in locate_tensor(result, options.target, every_scope)}
+    bypasses = []
+    for scope, source in locate_tensor(result, options.source, every_scope):
+        if id(scope) not in targets:
+            continue
+        target = targets[id(scope)]
+        want = _bypass_want(source, options.spec.canonical)
+        described = f"{options.target} (bypassed from {options.source})"
+        existing = _already_there(scope, target, want, described)
+        if existing is not None:
+            bypasses.append(Bypass(scope.graph, options.source, options.target, scope.prefix + existing.name, (),
+                                   "already"))
+            continue
+        _check_bypass(scope, source, target, options)
+        producer = scope.node(scope.split_ref(target)[0])
+        _refuse_tf1_loop(scope, producer, options.target)
+        uses = scope.consumers(target)
+        if not uses:
+            raise SelectionError(f"nothing consumes {options.target}, so a bypass there would change nothing")
+        node, new_ref = build_embedded(scope, source, target, scope.dtype_of(target), options.spec, producer.name,
+                                       producer.device, bypass=True)
+        node.attr[BYPASS].s = source.encode()
+        scope.reroute(uses, new_ref)
+        names = tuple(scope.prefix + c if c else f"{scope.prefix}<output {k}>" for c, k in uses)
+        bypasses.append(Bypass(scope.graph, options.source, options.target, scope.prefix + node.name, names,
+                               "bypassed"))
+    if not bypasses:
+        raise SelectionError(
+            f"{options.source} and {options.target} are not in one graph (top level or function body): "
+            "a bypass joins two tensors of the same graph"
+        )
+    return result, bypasses
+
+
+def _check_bypass(scope: Scope, source: str, target: str, options: BypassOptions) -> None:
+    """One line for each way the two tensors cannot be joined."""
+    if not scope.depends_on(target, source):
+        raise SelectionError(
+            f"--from {options.source} is not an ancestor of --to {options.target}: nothing between them to "
+            "bypass. To fix this, give --from the tensor the region reads and --to the one it gives"
+        )
+    source_dtype, target_dtype = scope.dtype_of(source), scope.dtype_of(target)
+    if source_dtype != target_dtype or source_dtype is None:
+        names = {dtype: _dtype_name(dtype) for dtype in (source_dtype, target_dtype)}
+        raise SelectionError(
+            f"--from {options.source} is {names[source_dtype]} and --to {options.target} is "
+            f"{names[target_dtype]}: the gradient of --to can reach --from only between floating-point tensors "
+            "of one dtype. To fix this, choose the float tensors around the region (e.g. the input before it "
+            "is cast to integers, and the cast back)"
+        )
+    source_shape, target_shape = scope.shape_of(source), scope.shape_of(target)
+    if not _compatible(source_shape, target_shape):
+        raise SelectionError(
+            f"--from {options.source} has shape {source_shape} and --to {options.target} {target_shape}: "
+            "the identity needs equal shapes. To fix this, choose tensors of one shape, or a surrogate that "
+            "maps one onto the other"
+        )
+
+
+def _dtype_name(dtype: int | None) -> str:
+    """As NumPy and tf.dtypes name it: float32, uint8, ...; "of unknown dtype"."""
+    if not dtype:
+        return "of unknown dtype"
+    name = DataType.Name(dtype).removeprefix("DT_").lower()
+    return {"float": "float32", "double": "float64", "half": "float16"}.get(name, name)
+
+
+def _compatible(a: list | None, b: list | None) -> bool:
+    """Whether two static shapes (None: unknown; -1: an unknown dimension) can be equal."""
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(x == y or x < 0 or y < 0 for x, y in zip(a, b))
 
 
 def _chosen_uses(scope: Scope, ref: str, options: InsertOptions):

@@ -204,6 +204,27 @@ def insert_file(path: str, options, output: OutputOptions, kind: str | None = No
     return _change_graphdef_file(path, output, kind, _on_skeleton(path, operation), operation)
 
 
+@dataclass
+class BypassReport:
+    bypasses: list = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(b.status == "bypassed" for b in self.bypasses)
+
+
+def bypass_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
+    """BPDA across a region of one model file (``options``: surgery.BypassOptions);
+    a frozen model's constants are never read."""
+    from ..edits.surgery import bypass_region
+
+    def operation(model):
+        model, bypasses = bypass_region(model, options, inplace=True)
+        return model, BypassReport(bypasses)
+
+    return _change_graphdef_file(path, output, kind, _on_skeleton(path, operation), operation)
+
+
 def reset_files(paths, options, output: OutputOptions, kind: str | None = None,
                 batch: BatchOptions = BatchOptions(), progress=None) -> list[FileResult]:
     """Remove overrides and graphgrad's nodes from every model ``paths`` name

@@ -1,0 +1,57 @@
+"""graphgrad bypass: BPDA across a region, written into the graph."""
+
+import click
+
+from ..edits.surgery import BypassOptions
+from ..gradients.spec import parse_spec
+from ..jobs.api import bypass_file
+from . import options
+from .render import echo_json, in_graph, render_change_results
+
+
+@click.command("bypass")
+@click.argument("model", type=click.Path())
+@click.option("--from", "source", required=True, metavar="TENSOR",
+              help="Where the gradient goes: the float tensor the region reads (e.g. x:0).")
+@click.option("--to", "target", required=True, metavar="TENSOR",
+              help="Where it comes from: the float tensor the region gives (e.g. the dequantised input).")
+@click.option("--surrogate", "spec", default="identity", show_default=True, metavar="SPEC",
+              help="The gradient across the region, as a replacement applied to --from (identity, ste, ...).")
+@options.output_options
+@options.format_option
+@options.json_option
+@options.debug_option
+def bypass_command(model, source, target, spec, out, in_place, dry_run, encoding, kind, as_json):
+    """Backpropagate across a region as if it were SURROGATE (the identity by default).
+
+    Forward values of --to do not change, bit for bit; the gradient that reaches
+    --to flows to --from, whatever lies between: casts to integers, Round, JPEG
+    encoding and decoding, PyFunc (BPDA, Athalye et al., ICML 2018). Written with
+    stop-gradient arithmetic, as --embed writes surrogates: the result loads in
+    any TensorFlow without graphgrad. graphgrad reset undoes it.
+
+    \b
+    Examples:
+      graphgrad bypass defended.pb --from x:0 --to dequantize:0 -o attackable.pb
+      graphgrad bypass defended.pb --from x:0 --to jpeg/decoded:0 --surrogate 'identity|scale(0.5)' -o out.pb
+    """
+    output = options.make_output(out, in_place, dry_run, encoding)
+    result = bypass_file(model, BypassOptions(source, target, parse_spec(spec)), output, kind)
+    if as_json:
+        echo_json({"files": [result]})
+    else:
+        render_change_results([result], _render_report)
+
+
+def _render_report(report, dry_run) -> list[str]:
+    lines = []
+    for bypass in report.bypasses:
+        where = in_graph(bypass.graph)
+        if bypass.status == "already":
+            lines.append(f"  {where}{bypass.node} already bypasses {bypass.target} to {bypass.source}; nothing to do")
+        else:
+            lines.append(
+                f"  {where}{'would bypass' if dry_run else 'bypassed'} {bypass.target} to {bypass.source} "
+                f"({bypass.node}), feeding {', '.join(bypass.consumers)}"
+            )
+    return lines

@@ -1,0 +1,127 @@
+"""graphgrad bypass (BPDA) under TensorFlow: forward values bit for bit, the gradient
+of the defence's output carried to its input; and its refusals, without TensorFlow."""
+
+import numpy as np
+import pytest
+
+from conftest import fixture, run_cli
+from graphgrad import read_model
+from graphgrad.edits.surgery import BypassOptions, ResetOptions, bypass_region, reset_model
+from graphgrad.errors import SelectionError
+from graphgrad.gradients.spec import parse_spec
+
+RNG = np.random.default_rng(11)
+DEFENCES = [  # (fixture, --to, a feed for x)
+    ("quantized_classifier.pb", "dequantize:0", lambda: RNG.uniform(0, 1, (5, 4)).astype(np.float32)),
+    ("jpeg_classifier.pb", "decoded:0", lambda: RNG.uniform(0, 1, (8, 8, 3)).astype(np.float32)),
+]
+
+
+def bypass(name, source, target, spec="identity"):
+    return bypass_region(read_model(fixture(name)), BypassOptions(source, target, parse_spec(spec)))
+
+
+@pytest.mark.parametrize("name, target, feed", DEFENCES)
+def test_bypass_carries_the_gradient_across_the_defence_and_keeps_the_forward_bits(tmp_path, name, target, feed):
+    from tf_helpers import gradients, load, v1
+
+    out = tmp_path / "attackable.pb"
+    result = run_cli("bypass", fixture(name), "--from", "x:0", "--to", target, "-o", out)
+    assert f"bypassed {target} to x:0" in result.stdout
+    value = {"x:0": feed()}
+    plain, patched = load(fixture(name)), load(out)
+    assert gradients(plain, "logits:0", "x:0", value) == [None]  # integers cut the path
+    with v1.Session(graph=plain) as session:
+        logits, through = session.run(["logits:0", target], value)
+        # what the attack wants: d logits / d (defence output), at the same point
+        with plain.as_default():
+            [wanted] = v1.gradients(plain.get_tensor_by_name("logits:0"), [plain.get_tensor_by_name(target)])
+        wanted = session.run(wanted, value)
+    with v1.Session(graph=patched) as session:
+        patched_logits = session.run("logits:0", value)
+    [got] = gradients(patched, "logits:0", "x:0", value)
+    assert patched_logits.tobytes() == logits.tobytes()
+    np.testing.assert_array_equal(got, wanted)
+    assert through.shape == got.shape
+
+
+def test_a_surrogate_and_a_factor_shape_the_gradient_across(tmp_path):
+    from tf_helpers import gradients, load
+
+    out = tmp_path / "attackable.pb"
+    run_cli("bypass", fixture("quantized_classifier.pb"), "--from", "x:0", "--to", "dequantize:0",
+            "--surrogate", "identity|scale(0.5)", "-o", out)
+    value = {"x:0": RNG.uniform(0, 1, (3, 4)).astype(np.float32)}
+    plain = load(fixture("quantized_classifier.pb"))
+    [wanted] = gradients(plain, "logits:0", "dequantize:0", value)
+    [got] = gradients(load(out), "logits:0", "x:0", value)
+    np.testing.assert_allclose(got, 0.5 * wanted, rtol=1e-6)
+
+
+def test_reset_undoes_a_bypass_exactly_and_a_second_bypass_changes_nothing(tmp_path):
+    original = read_model(fixture("quantized_classifier.pb"))
+    bypassed, [first] = bypass("quantized_classifier.pb", "x:0", "dequantize:0")
+    assert first.status == "bypassed" and first.consumers == ("MatMul",)
+    again, [second] = bypass_region(bypassed, BypassOptions("x:0", "dequantize:0", parse_spec("identity")))
+    assert second.status == "already" and again.message == bypassed.message
+    assert reset_model(bypassed, ResetOptions())[0].message == original.message
+    out, restored = tmp_path / "b.pb", tmp_path / "r.pb"
+    run_cli("bypass", fixture("quantized_classifier.pb"), "--from", "x:0", "--to", "dequantize:0", "-o", out)
+    run_cli("reset", out, "-o", restored)
+    assert read_model(str(restored)).message == original.message
+
+
+@pytest.mark.parametrize("source, target, spec, message", [
+    ("dequantize:0", "x:0", "identity", "--from dequantize:0 is not an ancestor of --to x:0"),
+    ("x:0", "quantize:0", "identity", "--from x:0 is float32 and --to quantize:0 is uint8"),
+    ("x:0", "dequantize:0", "scale(2)", "a bypass needs a replacement applied to --from"),
+    ("x:0", "dequantize:0", "zero", "a bypass needs a replacement applied to --from"),
+    ("x:0", "nowhere:0", "identity", "no tensor 'nowhere:0'"),
+])
+def test_bypass_refuses_what_it_cannot_join_in_one_line(source, target, spec, message):
+    with pytest.raises(Exception, match=message) as raised:
+        bypass("quantized_classifier.pb", source, target, spec)
+    assert "\n" not in str(raised.value)
+
+
+def test_bypass_refuses_shapes_known_to_differ():
+    model = read_model(fixture("quantized_classifier.pb"))
+    [matmul] = [node for node in model.message.node if node.op == "MatMul" and node.input[0] == "dequantize"]
+    dims = matmul.attr["_output_shapes"].list.shape.add().dim
+    dims.add(size=-1)
+    dims.add(size=6)
+    with pytest.raises(SelectionError, match=r"--from x:0 has shape \[-1, 4\] and --to MatMul:0 \[-1, 6\]"):
+        bypass_region(model, BypassOptions("x:0", "MatMul:0", parse_spec("identity")))
+
+
+def test_bypass_in_a_function_body():
+    """Tensors of a function body are named as its consumers spell them; the
+    bypass is built there, and reset undoes it."""
+    from graphgrad.files.protos import DataType, GraphDef
+    from graphgrad.graph.model import Model
+
+    float32, int32 = DataType.Value("DT_FLOAT"), DataType.Value("DT_INT32")
+    graph_def = GraphDef()
+    function = graph_def.library.function.add()
+    function.signature.name = "defended"
+    function.signature.input_arg.add(name="a", type=float32)
+    function.signature.output_arg.add(name="out", type=float32)
+    for name, op, inputs, attrs in [
+        ("x", "Identity", ["a"], {"T": float32}),
+        ("q", "Cast", ["x:output:0"], {"SrcT": float32, "DstT": int32}),
+        ("back", "Cast", ["q:y:0"], {"SrcT": int32, "DstT": float32}),
+        ("y", "Identity", ["back:y:0"], {"T": float32}),
+    ]:
+        node = function.node_def.add(name=name, op=op, input=inputs)
+        for key, dtype in attrs.items():
+            node.attr[key].type = dtype
+    function.ret["out"] = "y:output:0"
+    graph_def.node.add(name="input", op="Placeholder").attr["dtype"].type = float32
+    graph_def.node.add(name="call", op="defended", input=["input"])
+    model = Model(graph_def, "graphdef", "binary")
+    bypassed, [done] = bypass_region(model, BypassOptions("defended/x:output:0", "defended/back:y:0",
+                                                          parse_spec("identity")))
+    assert done.status == "bypassed" and done.consumers == ("defended/y",)
+    body = bypassed.message.library.function[0]
+    assert body.node_def[3].input[0].startswith("back/graphgrad_bypass/output:z:0")
+    assert reset_model(bypassed, ResetOptions())[0].message == graph_def
