@@ -125,3 +125,19 @@ def test_bypass_in_a_function_body():
     body = bypassed.message.library.function[0]
     assert body.node_def[3].input[0].startswith("back/graphgrad_bypass/output:z:0")
     assert reset_model(bypassed, ResetOptions())[0].message == graph_def
+
+
+@pytest.mark.parametrize("name, target", [(name, target) for name, target, _ in DEFENCES])
+def test_check_suggests_the_bypass_as_a_ready_command_and_it_works(tmp_path, name, target):
+    pytest.importorskip("tensorflow", reason="check runs the graph")
+    import json
+    import shlex
+
+    report = json.loads(run_cli("check", fixture(name), "--x", "x", "--y", "logits", "--json", expect=1).stdout)
+    [fix] = [blocker["fix"] for blocker in report["blockers"] if "graphgrad bypass" in blocker["fix"]]
+    command = shlex.split(fix.split(": ", 1)[1])
+    assert command[:2] == ["graphgrad", "bypass"] and command[command.index("--to") + 1] == target
+    out = tmp_path / "attackable.pb"
+    run_cli(*command[1:-1], out)  # -o OUT, with OUT named
+    fixed = json.loads(run_cli("check", out, "--x", "x", "--y", "logits", "--json").stdout)
+    assert fixed["ok"] and [g["status"] for g in fixed["gradients"]] == ["finite"]

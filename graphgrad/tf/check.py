@@ -13,6 +13,7 @@ TensorFlow is imported inside functions only, as in the runtime.
 """
 
 import json
+import shlex
 import math
 import os
 import re
@@ -708,10 +709,50 @@ def _blockers(xs, y, float_path, surrogates, context) -> list:
                     op.name, op.type,
                     f"turns floats into {edges[0].dtype.name} ({edges[0].name}): TensorFlow never backpropagates "
                     "through integer or bool tensors, so no override upstream of it fires",
-                    "no rewrite carries a gradient through this edge; keep the path in floats "
-                    "(e.g. Round instead of Cast to int, with --op Round=ste)",
+                    _bypass_fix(context.path, xs, y, op, any_path),
                 ))
     return blockers
+
+
+def _bypass_fix(path: str, xs, y, edge, any_path) -> str:
+    """The ready ``graphgrad bypass`` across the region that ``edge`` (an op turning
+    floats into integers) opens: from the x it is computed from, to the first float
+    tensor after it from which a float path leads to y (the defence's output)."""
+    source = next((x for x in xs if edge in _between([x], y, only_differentiable=False)), None)
+    seen, queue = {edge}, [c for t in edge.outputs for c in t.consumers() if c in any_path]
+    while queue and source is not None:
+        op = queue.pop(0)
+        if op in seen:
+            continue
+        seen.add(op)
+        for output in op.outputs:
+            if _floating(output.dtype) and (output is y or y.op in _between([output], y, only_differentiable=True)):
+                output = _rescaled(output, y)
+                return (f"carry the gradient across the region as the identity (BPDA): graphgrad bypass "
+                        f"{shlex.quote(path)} --from {source.name} --to {output.name} -o OUT")
+        queue += [c for t in op.outputs for c in t.consumers() if c in any_path]
+    return ("no rewrite carries a gradient through this edge; keep the path in floats "
+            "(e.g. Round instead of Cast to int, with --op Round=ste)")
+
+
+# Elementwise ops that a defence ends with to bring its values back to the input's
+# scale (x / 255 after a cast back to float): part of the region to bypass.
+_RESCALES = {"Mul", "RealDiv", "Div", "Sub", "Add", "AddV2", "Cast", "Identity", "Maximum", "Minimum", "ClipByValue"}
+
+
+def _rescaled(tensor, y):
+    """``tensor`` followed through the elementwise ops by constants that rescale it
+    (its only use each time), up to y: where the region's values are back on the
+    input's scale, so that the identity is the right surrogate."""
+    while tensor is not y:
+        consumers = tensor.consumers()
+        if len(consumers) != 1 or consumers[0].type not in _RESCALES:
+            return tensor
+        op = consumers[0]
+        if any(t is not tensor and t.op.type != "Const" for t in op.inputs) or not _floating(op.outputs[0].dtype):
+            return tensor
+        tensor = op.outputs[0]
+    return tensor
 
 
 class _Surrogate(NamedTuple):
