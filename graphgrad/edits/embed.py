@@ -14,8 +14,8 @@ processes that never import graphgrad get the custom gradient.
 
 import struct
 from collections.abc import Callable
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..errors import GraphgradError, SpecError
@@ -57,6 +57,11 @@ class Surrogate:
 
 def surrogate_for(spec: GradientSpec) -> Surrogate:
     """The surrogate of ``spec``, or a SpecError naming the specs that can be embedded."""
+    if spec.tensor_refs:
+        raise SpecError(
+            f"{spec} cannot be embedded: it reads {spec.tensor_refs[0]} at run time, and a surrogate's constants "
+            "are fixed in the file. To fix this, drop --embed (graphgrad.register_gradients reads the tensor)"
+        )
     stages = list(spec.stages)
     refused = spec.tf_name is not None or any(stage.name not in EMBEDDABLE for stage in stages)
     if refused:

@@ -54,6 +54,8 @@ def rewrite_graphdef_file(source, options: RewriteOptions):
 def _rewrite(data, whole, options: RewriteOptions):
     if options.embed:
         raise NotApplicable("--embed edits the graph structure")
+    if any(rule.spec.tensor_refs for rule in options.rules):
+        raise NotApplicable("tensor parameters are checked against the parsed graph")
     graph = open_stored(data, whole)
     library = graph.library
     op_types = op_types_needed(options.rules, options.match, options.exclude)

@@ -55,7 +55,8 @@ class Scope:
         self._loop_nodes = None  # see in_tf1_loop
         self._by_name = {node.name: node for node in self.nodes}
         self._name_scopes = {name[:i] for name in self._by_name for i, c in enumerate(name) if c == "/"}
-        self._uses: defaultdict = defaultdict(set)  # producer name -> {(consumer name or None for ret, position)}
+        # producer name -> {(consumer name, or None for the function's ret, input position)}
+        self._uses: defaultdict = defaultdict(set)
         for node in self.nodes:
             self._record_uses(node)
         if self.function is not None:
@@ -213,6 +214,8 @@ class Scope:
             shape = producer.attr["_output_shapes"].list.shape[index]
         elif producer.op.startswith("Placeholder") and "shape" in producer.attr:
             shape = producer.attr["shape"].shape
+        elif producer.op == "Const" and "value" in producer.attr:
+            shape = producer.attr["value"].tensor.tensor_shape
         else:
             return None
         return None if shape.unknown_rank else [dim.size for dim in shape.dim]

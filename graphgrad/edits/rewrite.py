@@ -14,6 +14,7 @@ from ..graph.functions import first_names, graph_calls_into_overrides, saved_gra
 from ..graph.model import Model, iter_nodes
 from ..names import CUSTOM_GRADIENT
 from .select import DANGLING, op_types_needed, select_nodes
+from .tensor_params import check_tensor_params, refuse_in_functions
 from .traps import SIGN, graphgrad_spec, looks_at_x, no_gradient_notes, scopes_of, sign_notes
 
 
@@ -274,6 +275,8 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
 
         return embed_rules(model, options, inplace)
     result = model if inplace else model.copy()
+    for rule in options.rules:
+        check_tensor_params(result, rule.spec)
     op_types = op_types_needed(options.rules, options.match, options.exclude)
     report = apply_rules(
         iter_nodes(result, options.functions, op_types), options,
@@ -281,6 +284,10 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
         saved=lambda: {(label, value): function for label, graph_def in result.graphs()
                        for value, function in saved_gradients(graph_def).items()},
     )
+    reading = {rule.spec.attr_value: rule.spec for rule in options.rules if rule.spec.tensor_refs}
+    for node in iter_nodes(result, options.functions) if reading else ():
+        if node.function is not None and node.override in reading:
+            refuse_in_functions(reading[node.override], node.name)
     calls = [
         f"{label}: {name}" if label else name
         for label, graph_def in result.graphs() for name in graph_calls_into_overrides(graph_def)

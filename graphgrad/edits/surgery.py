@@ -14,6 +14,7 @@ from .embed import build_embedded, surrogate_for
 from .nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, scopes
 from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
 from .select import select_nodes
+from .tensor_params import check_tensor_params, refuse_in_functions
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,11 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
     else:
         refuse_misfits([("Identity", options.spec, options.tensor)])  # what carries the gradient
     result = model if inplace else model.copy()
+    check_tensor_params(result, options.spec)
     insertions = []
     for scope, ref in locate_tensor(result, options.tensor):
+        if scope.function is not None:
+            refuse_in_functions(options.spec, options.tensor)
         want = ("embedded " + options.spec.canonical) if options.embed else options.spec.attr_value
         existing = _already_there(scope, ref, want, options.tensor)
         if existing is not None:

@@ -217,9 +217,14 @@ def gradient(name: str):
     return decorate
 
 
+def _fixed(value) -> bool:
+    """Whether a parameter's value is known when written (not read from a tensor)."""
+    return isinstance(value, (int, float))
+
+
 def check_positive(name):
     def check(values):
-        if values[name] <= 0:
+        if _fixed(values[name]) and values[name] <= 0:
             raise SpecError(f"{name} must be positive, got {values[name]!r}")
 
     return check
@@ -227,7 +232,7 @@ def check_positive(name):
 
 def check_not_negative(name):
     def check(values):
-        if values[name] is not None and values[name] < 0:
+        if _fixed(values[name]) and values[name] < 0:
             raise SpecError(f"{name} must not be negative, got {values[name]!r}")
 
     return check

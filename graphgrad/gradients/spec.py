@@ -29,10 +29,27 @@ _TOKEN = re.compile(
     r"""\s*(?:
         (?P<number>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
       | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+      | (?P<ref>@[A-Za-z0-9_.][A-Za-z0-9_./-]*(?::\d+)?)
       | (?P<punct>[(),=|])
     )""",
     re.VERBOSE,
 )
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A numeric parameter read from a scalar tensor of the graph at run time
+    (``@NAME`` or ``@NAME:INDEX``): a schedule fed at each step."""
+
+    name: str
+    index: int = 0
+
+    @property
+    def tensor(self) -> str:
+        return f"{self.name}:{self.index}"
+
+    def __str__(self) -> str:
+        return f"@{self.name}" if self.index == 0 else f"@{self.name}:{self.index}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,11 @@ class GradientSpec:
         if self.tf_name is not None:
             return self.tf_name
         return NAMESPACE + self.canonical
+
+    @property
+    def tensor_refs(self) -> list[TensorRef]:
+        """The graph tensors the parameters read at run time, in order."""
+        return [value for stage in self.stages for _, value in stage.args if isinstance(value, TensorRef)]
 
     def refuses(self, op_type: str) -> str | None:
         """Why this spec is wrong for nodes of ``op_type`` (its replacement is meant
@@ -163,7 +185,7 @@ class _Parser:
     def value(self):
         kind, text = self.peek()
         if kind is None:
-            self.fail("it ends early, expected a number or None")
+            self.fail("it ends early, expected a number, None or @TENSOR")
         if kind == "number":
             self.position += 1
             if not re.search(r"[.eE]", text):
@@ -176,7 +198,13 @@ class _Parser:
         if text == "None":
             self.position += 1
             return None
-        self.fail(f"expected a number or None, found {text!r}")
+        if kind == "ref":
+            self.position += 1
+            name, _, index = text[1:].partition(":")
+            if len(index) > MAX_INTEGER_DIGITS:
+                self.fail(f"{text[:20]}... names an output index out of range")
+            return TensorRef(name, int(index) if index else 0)
+        self.fail(f"expected a number, None or @TENSOR, found {text!r}")
 
 
 def _bind(name: str, positional: list, keywords: dict) -> Stage:
@@ -215,6 +243,11 @@ def _coerce(gradient: str, param, value):
         if param.default is None:
             return None
         raise SpecError(f"{gradient}: {param.name} cannot be None")
+    if isinstance(value, TensorRef):
+        if param.type is not float:
+            raise SpecError(f"{gradient}: {param.name} is a whole number, fixed when written; only "
+                            f"floating-point parameters can be read from a tensor ({value})")
+        return value
     if param.type is int:
         if not isinstance(value, int):
             raise SpecError(f"{gradient}: {param.name} must be a whole number, got {value!r}")

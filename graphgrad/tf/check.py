@@ -13,10 +13,10 @@ TensorFlow is imported inside functions only, as in the runtime.
 """
 
 import json
-import shlex
 import math
 import os
 import re
+import shlex
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, NamedTuple

@@ -18,7 +18,7 @@ from ..files.io import read_model
 from ..gradients import TRANSFORM, USER
 from ..gradients.calls import CALL_GRADIENT, ROUTED_COPY_SUFFIX, called_by, routed_copy, saved_gradient
 from ..gradients.common import own_gradient
-from ..gradients.spec import GradientSpec, parse_spec, spec_from_attr_value
+from ..gradients.spec import GradientSpec, TensorRef, parse_spec, spec_from_attr_value
 from ..graph.functions import (
     calls_behind_branches,
     carries_override,
@@ -96,13 +96,38 @@ def build_gradient_function(spec: GradientSpec):
             input_grads = _as_list(op, replacement.definition.function(op, *grads), replacement.name)
         else:
             function = replacement.definition.function
-            input_grads = _as_list(op, function(tf, op, list(grads), **dict(replacement.args)), replacement.name)
+            arguments = _read_tensor_args(tf, op, dict(replacement.args))
+            input_grads = _as_list(op, function(tf, op, list(grads), **arguments), replacement.name)
         for function, args in transforms:
-            input_grads = function(tf, op, input_grads, **args)
+            input_grads = function(tf, op, input_grads, **_read_tensor_args(tf, op, args))
         return input_grads
 
     gradient_function.__name__ = f"graphgrad_{spec.canonical}"
     return gradient_function
+
+
+def _read_tensor_args(tf, op, args: dict) -> dict:
+    """``args`` with each :class:`~graphgrad.gradients.spec.TensorRef` replaced by its
+    tensor in ``op``'s graph."""
+    return {key: _tensor_of(tf, op, value) if isinstance(value, TensorRef) else value for key, value in args.items()}
+
+
+def _tensor_of(tf, op, ref: TensorRef):
+    """The tensor ``ref`` names, looked up under each name scope that encloses
+    ``op``, innermost first, then at the top: an import prefix (``name=`` of
+    import_graph_def) puts the graph's tensors under the same scope as its nodes."""
+    parts = op.name.split("/")
+    candidates = ["/".join(parts[:end] + [ref.tensor]) for end in range(len(parts) - 1, -1, -1)]
+    for candidate in candidates:
+        try:
+            tensor = op.graph.get_tensor_by_name(candidate)
+        except (KeyError, ValueError):
+            continue
+        return tf.reshape(tensor, [])  # a scalar: written so (graphgrad.edits.tensor_params)
+    raise ValueError(
+        f"node {op.name!r}: its gradient reads {ref} (a tensor parameter), and no tensor {ref.tensor} is in its "
+        f"graph (looked for {', '.join(candidates)}). Tensor parameters name tensors of the graph's top level"
+    )
 
 
 def _default_gradient(op, grads):
