@@ -178,3 +178,34 @@ def test_runtime_without_tensorflow_says_what_to_install(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert "install one of tensorflow, tensorflow-cpu or tf-nightly" in result.stdout, result.stderr
+
+
+# Exempt: click commands (click gives their parameters) and the library's gradients,
+# whose signature is the registry's convention: (tf, op, grads, **parameters).
+UNANNOTATED_BY_CONVENTION = {"command", "group", "builtin"}
+
+
+def _decorators(node) -> set:
+    names = set()
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        names.add(target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ""))
+    return names
+
+
+def test_public_functions_are_annotated():
+    missing = []
+    for relative_path, tree in modules():
+        def visit(body):
+            for node in body:
+                if isinstance(node, ast.ClassDef):
+                    visit(node.body)
+                elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                    if _decorators(node) & UNANNOTATED_BY_CONVENTION:
+                        continue
+                    arguments = [a for a in node.args.args + node.args.kwonlyargs if a.arg not in ("self", "cls")]
+                    if node.returns is None or any(a.annotation is None for a in arguments):
+                        missing.append(f"{relative_path}:{node.lineno} {node.name}")
+
+        visit(tree.body)
+    assert not missing, "public functions without annotations: " + ", ".join(missing)

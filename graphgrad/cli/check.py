@@ -4,6 +4,7 @@ import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 
 import click
 
@@ -85,7 +86,7 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
 
 
 @contextlib.contextmanager
-def native_stderr_shown(show: bool):
+def native_stderr_shown(show: bool) -> Iterator[None]:
     """Hide what TensorFlow's C++ side writes to stderr while the block runs (absl's
     pre-init warning, oneDNN and CPU-feature notices, grappler lines: they ignore
     TF_CPP_MIN_LOG_LEVEL), or pass it through when ``show``. Python's own errors are

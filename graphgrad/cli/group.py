@@ -2,6 +2,7 @@
 
 import importlib
 import traceback
+from typing import Any
 
 import click
 
@@ -36,16 +37,16 @@ class GraphgradGroup(click.Group):
     what ``check`` needs), and turns graphgrad's own errors into one line and the
     exit code :mod:`graphgrad.cli.exits` gives them (--debug: traceback)."""
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
         module = importlib.import_module(f"{__package__}.{COMMANDS[name]}")
         return getattr(module, f"{COMMANDS[name]}_command")
 
-    def resolve_command(self, ctx, args):
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple:
         name = args[0] if args else ""
         if name and not name.startswith("-") and name not in COMMANDS:
             import difflib  # only on this error path
@@ -55,11 +56,11 @@ class GraphgradGroup(click.Group):
             raise click.UsageError(f"no such command {name!r}.{hint} Commands: {', '.join(COMMANDS)}", ctx)
         return super().resolve_command(ctx, args)
 
-    def format_commands(self, ctx, formatter):
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
             formatter.write_dl([(name, SUMMARIES[name]) for name in COMMANDS])
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, click.Abort):  # Ctrl-C: quiet, and the shell's code for SIGINT

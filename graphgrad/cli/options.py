@@ -1,5 +1,7 @@
 """Every command-line option, defined once; commands pick what they need."""
 
+from collections.abc import Callable
+
 import click
 
 from ..graph.model import ENCODINGS, KINDS
@@ -103,21 +105,22 @@ rules_file_option = click.option(
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="Print errors only (the exit code says the rest).")
 
 
-def output_options(command):
+def output_options(command: Callable) -> Callable:
     """-o / --in-place / --dry-run / --output-encoding, for commands that write a model."""
     for option in reversed((output_option, in_place_option, dry_run_option, encoding_option)):
         command = option(command)
     return command
 
 
-def batch_output_options(command):
+def batch_output_options(command: Callable) -> Callable:
     """output_options plus --out-dir, --backup, -r and -j, for commands over many models."""
     for option in reversed((out_dir_option, backup_option, recursive_option, jobs_option, quiet_option)):
         command = option(command)
     return output_options(command)
 
 
-def make_output(out, in_place, dry_run, encoding, out_dir=None, backup=None) -> OutputOptions:
+def make_output(out: str | None, in_place: bool, dry_run: bool, encoding: str | None, out_dir: str | None = None,
+                backup: str | None = None) -> OutputOptions:
     """Check that exactly one destination is given; usage errors exit with 2."""
     if sum(bool(x) for x in (out, out_dir, in_place, dry_run)) != 1:
         raise click.UsageError("say where to write: exactly one of -o OUT, --out-dir DIR, --in-place, --dry-run")

@@ -5,13 +5,15 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import click
 
 from . import exits
 
 
-def table(rows, indent: str = "  ") -> str:
+def table(rows: Sequence[Sequence], indent: str = "  ") -> str:
     """Rows of cells as left-aligned columns (numbers right-aligned)."""
     rows = [[str(cell) for cell in row] for row in rows]
     if not rows:
@@ -27,7 +29,7 @@ def table(rows, indent: str = "  ") -> str:
     return "\n".join(lines)
 
 
-def to_jsonable(value):
+def to_jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         data = {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
         for name, attribute in vars(type(value)).items():
@@ -47,7 +49,7 @@ def in_graph(graph: str) -> str:
     return f"{graph}: " if graph else ""
 
 
-def echo_json(document) -> None:
+def echo_json(document: Any) -> None:
     click.echo(json.dumps(to_jsonable(document), indent=2, sort_keys=True))
 
 
@@ -65,7 +67,8 @@ def json_error(message: str, exit_code: int) -> None:
 LISTED_NOTES = 5  # distinct notes; a zoo rewritten with --allow-missing repeats a few in every file
 
 
-def render_change_results(results, render_report, summarize_report=None, notes_of=None) -> None:
+def render_change_results(results: Sequence, render_report: Callable, summarize_report: Callable | None = None,
+                          notes_of: Callable | None = None) -> None:
     """One file: ``input -> output`` and the report's lines (or the error).
     Several: a table, one row per file, a count, and the distinct notes.
 
@@ -132,7 +135,7 @@ def _count(n: int, noun: str) -> str:
 
 
 @contextlib.contextmanager
-def progress_bar(count: int, label: str):
+def progress_bar(count: int, label: str) -> Iterator[Callable | None]:
     """A progress bar on a terminal (files done/total, current file); nothing when piped."""
     stream = sys.stderr
     if count < 2 or not stream.isatty():
@@ -143,7 +146,8 @@ def progress_bar(count: int, label: str):
         yield lambda item: bar.update(1, item.path)
 
 
-def finish_batch(results, as_json: bool, render_report, summarize_report, notes_of=None, quiet: bool = False) -> None:
+def finish_batch(results: Sequence, as_json: bool, render_report: Callable, summarize_report: Callable | None,
+                 notes_of: Callable | None = None, quiet: bool = False) -> None:
     """Print a batch's results (JSON or text; ``quiet``: errors only); exit 1 if any file failed."""
     if as_json:
         echo_json({"files": results})

@@ -93,7 +93,7 @@ class _Builder:
         self.nodes: list = []
         self._labels: set = set()
 
-    def node(self, op: str, label: str, *inputs, attrs=None) -> str:
+    def node(self, op: str, label: str, *inputs: str, attrs: dict | None = None) -> str:
         # The group's name is new and opens no name scope yet: only this builder's
         # own names can be taken under it (unique_name's rule: label, label_1, ...).
         name, number = label, 0

@@ -6,9 +6,12 @@ the same input and rules give the same bytes.
 """
 
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from ..files.io import SourceFile
 from ..files.protos import GraphDef, NodeDef
 from ..files.scan import Library, ScannedGraph, node_headers, override_at
 from ..files.skeleton import skeleton_of
@@ -30,7 +33,7 @@ from .select import choose_by_op_type, op_types_needed
 from .traps import ADDS, SIGN, no_gradient_notes, scopes_of
 
 
-def rewrite_graphdef_bytes(data, options: RewriteOptions):
+def rewrite_graphdef_bytes(data: bytes, options: RewriteOptions) -> tuple[list, RewriteReport]:
     """Apply ``options`` to a binary GraphDef given as bytes.
 
     Returns ``(chunks, report)``: the output as byte strings to write in order.
@@ -41,7 +44,7 @@ def rewrite_graphdef_bytes(data, options: RewriteOptions):
     return in_memory_chunks(data, chunks), report
 
 
-def rewrite_graphdef_file(source, options: RewriteOptions):
+def rewrite_graphdef_file(source: SourceFile, options: RewriteOptions) -> tuple[list, RewriteReport]:
     """:func:`rewrite_graphdef_bytes` for a file open as a :class:`graphgrad.files.io.SourceFile`.
 
     The chunks are as :func:`graphgrad.files.io.write_chunks` takes them with this
@@ -126,7 +129,7 @@ def _apply_to_heads(graph: HeadGraph, op_types, options: RewriteOptions, all_nod
     return RewriteReport.from_columns(changes, notes=notes)
 
 
-def graphdef_bodies(data, functions: bool = True) -> list:
+def graphdef_bodies(data: bytes, functions: bool = True) -> list:
     """What ``graphgrad ops`` reads of a binary GraphDef (``summary.Body`` of the
     top level, then of each function body), from cut-down parses or the scan: no
     NodeDef of the top level is built. Raises :class:`NotApplicable` as
@@ -134,7 +137,7 @@ def graphdef_bodies(data, functions: bool = True) -> list:
     return _bodies(data, lambda: data, functions)
 
 
-def graphdef_file_bodies(source, functions: bool = True) -> list:
+def graphdef_file_bodies(source: SourceFile, functions: bool = True) -> list:
     """:func:`graphdef_bodies` for a file open as a :class:`graphgrad.files.io.SourceFile`:
     a frozen model's constants are never read."""
     return _bodies(*scan_view(source), functions)
@@ -183,7 +186,8 @@ def _scanned_columns(graph: ScannedGraph):
     return names, [node.op_type for node in graph.nodes], flat_inputs, overrides, lambda: zip(names, inputs_of)
 
 
-def remove_overrides_bytes(data, selects, functions: bool, markers=()):
+def remove_overrides_bytes(data: bytes, selects: Callable[[str, str], bool], functions: bool,
+                           markers: tuple = ()) -> tuple[list, list]:
     """Remove the override of every node ``selects(name, op type)`` picks from a
     binary GraphDef given as bytes (function bodies too, if ``functions``).
 
@@ -196,13 +200,14 @@ def remove_overrides_bytes(data, selects, functions: bool, markers=()):
     return in_memory_chunks(data, chunks), changes
 
 
-def remove_overrides_file(source, selects, functions: bool, markers=()):
+def remove_overrides_file(source: SourceFile, selects: Callable[[str, str], bool], functions: bool,
+                          markers: tuple = ()) -> tuple[list, list]:
     """:func:`remove_overrides_bytes` for a :class:`graphgrad.files.io.SourceFile`, its
     chunks as :func:`rewrite_graphdef_file` gives them: constants are never read."""
     return _remove_overrides(*scan_view(source), selects, functions, markers)
 
 
-def reset_graphdef_file(source, options, path: str):
+def reset_graphdef_file(source: SourceFile, options: Any, path: str) -> tuple[list, Any]:
     """``graphgrad reset`` of a binary GraphDef file (``options``: a
     :class:`graphgrad.edits.surgery.ResetOptions`): ``(chunks, ResetReport)``.
     Overrides are removed from the stored nodes; graphgrad's inserted nodes are

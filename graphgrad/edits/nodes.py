@@ -12,6 +12,7 @@ TensorFlow, so the marked graphs still load anywhere.
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,10 +79,10 @@ class Scope:
     def prefix(self) -> str:
         return "" if self.function is None else self.function.signature.name + "/"
 
-    def node(self, name: str):
+    def node(self, name: str) -> Any:
         return self._by_name.get(name)
 
-    def output_ref(self, node, index: int = 0) -> str:
+    def output_ref(self, node: Any, index: int = 0) -> str:
         if self.function is None:
             return node.name if index == 0 else f"{node.name}:{index}"
         return f"{node.name}:{OUTPUT_ARGS[node.op]}:{index}"
@@ -124,7 +125,7 @@ class Scope:
         """The distinct tensor references through which ``name``'s outputs are used."""
         return {self.canonical(self._input(*use)) for use in self._uses.get(name, ())}
 
-    def reroute(self, uses, new_ref: str) -> None:
+    def reroute(self, uses: Iterable[tuple], new_ref: str) -> None:
         for consumer, position in uses:
             old = self._input(consumer, position)
             self._uses[old.split(":")[0]].discard((consumer, position))
@@ -134,11 +135,11 @@ class Scope:
             else:
                 self._by_name[consumer].input[position] = new_ref
 
-    def stand_in(self, ref: str):
+    def stand_in(self, ref: str) -> Any:
         """The graphgrad node that already stands in for tensor ``ref``, if any."""
         return self._stand_ins.get(self.canonical(ref))
 
-    def mark_stand_in(self, node, ref: str) -> None:
+    def mark_stand_in(self, node: Any, ref: str) -> None:
         node.attr[SOURCE].s = ref.encode()
         self._stand_ins[self.canonical(ref)] = node
 
@@ -156,7 +157,8 @@ class Scope:
             if not candidates and candidate != base:
                 number += 1
 
-    def add(self, op: str, name: str, inputs=(), attrs=None, group: str | None = None, device: str = ""):
+    def add(self, op: str, name: str, inputs: Sequence[str] = (), attrs: dict | None = None, group: str | None = None,
+            device: str = "") -> Any:
         node = self.nodes.add(name=name, op=op, input=list(inputs), device=device)
         for key, value in (attrs or {}).items():
             node.attr[key].CopyFrom(value)

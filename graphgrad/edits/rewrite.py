@@ -6,6 +6,7 @@
 """
 
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -57,7 +58,7 @@ class RewriteReport:
     notes: list = field(default_factory=list)
 
     @classmethod
-    def from_columns(cls, changes=(), unchanged=(), notes=()) -> "RewriteReport":
+    def from_columns(cls, changes: Sequence = (), unchanged: Sequence = (), notes: Sequence = ()) -> "RewriteReport":
         """A report of ``(graphs, nodes, op types, olds, news)`` columns."""
         report = cls.__new__(cls)
         report.notes = list(notes)
@@ -180,7 +181,8 @@ def _nonempty(columns) -> tuple:
     return columns if columns and len(columns[0]) else ()
 
 
-def apply_rules(nodes, options: RewriteOptions, all_nodes=None, saved=dict) -> RewriteReport:
+def apply_rules(nodes: Iterable, options: RewriteOptions, all_nodes: Callable[[], Iterable] | None = None,
+                saved: Callable[[], dict] = dict) -> RewriteReport:
     """Set the override of every node the rules select, in place, and report.
 
     ``all_nodes()`` gives every node when ``nodes`` was pre-filtered (for hints).
@@ -232,7 +234,7 @@ def apply_rules(nodes, options: RewriteOptions, all_nodes=None, saved=dict) -> R
     return RewriteReport(changes=_changes(changing), unchanged=_changes(unchanged), notes=notes)
 
 
-def refuse_misfits(uses) -> None:
+def refuse_misfits(uses: Iterable[tuple]) -> None:
     """Raise :class:`SelectionError` if a spec is given to an op type it is wrong
     for (``uses``: ``(op type, spec, node name)``), e.g. guided_relu on Sigmoid."""
     reasons = {}
@@ -264,7 +266,7 @@ def _describe_refused(refused) -> str:
     return "; ".join(phrases[:3]) + ("; ..." if len(phrases) > 3 else "")
 
 
-def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False):
+def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False) -> tuple[Model, "RewriteReport"]:
     """Apply ``options`` to ``model``; returns ``(new_model, report)``: overrides,
     or with ``options.embed`` surrogate subgraphs (:func:`graphgrad.edits.surgery.embed_rules`).
 
@@ -311,7 +313,8 @@ def changes_signs(report: RewriteReport) -> bool:
     return any(looks_at_x(spec) for spec in map(graphgrad_spec, values) if spec is not None)
 
 
-def sign_trap_notes(report: RewriteReport, label: str, prefix: str, nodes, signs=None, adds=None) -> list[str]:
+def sign_trap_notes(report: RewriteReport, label: str, prefix: str, nodes: Sequence | None,
+                    signs: Sequence | None = None, adds: Sequence | None = None) -> list[str]:
     """:func:`graphgrad.edits.traps.sign_notes` for one list of nodes (a graph's top level,
     or a function body with ``prefix`` ``FUNCTION/``) that ``report`` rewrote,
     labelled with the graph. The report's rows are read only for a Sign that reads

@@ -5,8 +5,10 @@ Works on any nodes with ``name`` and ``op_type`` (file nodes or live ops).
 """
 
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from typing import Any
 
 from ..errors import RuleSyntaxError, SelectionError, SpecError
 from ..gradients.spec import GradientSpec, parse_spec
@@ -72,7 +74,7 @@ class Rule:
             text = f"--{self.selector} {self.pattern}={self.spec.canonical}"
         return f"{self.origin} ({text.removeprefix('--')})" if self.origin else text
 
-    def selects(self, node) -> bool:
+    def selects(self, node: Any) -> bool:
         if self.selector == OP:
             hit = node.op_type == self.pattern
         elif self.selector == DANGLING:
@@ -150,14 +152,14 @@ class Selection:
     notes: list = field(default_factory=list)
 
 
-def in_scope(name: str, match=(), exclude=()) -> bool:
+def in_scope(name: str, match: Sequence[str] = (), exclude: Sequence[str] = ()) -> bool:
     """Whether ``--match`` / ``--exclude`` globs leave node ``name`` in play."""
     if match and not any(fnmatchcase(name, glob) for glob in match):
         return False
     return not any(fnmatchcase(name, glob) for glob in exclude)
 
 
-def op_types_needed(rules, match=(), exclude=()):
+def op_types_needed(rules: Sequence[Rule], match: Sequence[str] = (), exclude: Sequence[str] = ()) -> set | None:
     """The op types that can matter, when only plain --op rules are given; else None.
 
     Lets callers skip every other node cheaply (see ``select_nodes``'s ``all_nodes``).
@@ -167,7 +169,8 @@ def op_types_needed(rules, match=(), exclude=()):
     return {rule.pattern for rule in rules}
 
 
-def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_nodes=None) -> Selection:
+def select_nodes(nodes: Iterable, rules: Sequence[Rule], match: Sequence[str] = (), exclude: Sequence[str] = (),
+                 allow_missing: bool = False, all_nodes: Callable[[], Iterable] | None = None) -> Selection:
     """Match ``rules`` against ``nodes``.
 
     Raises :class:`SelectionError` when rules that would both apply to a node
@@ -205,7 +208,8 @@ def select_nodes(nodes, rules, match=(), exclude=(), allow_missing=False, all_no
     return selection
 
 
-def choose_by_op_type(type_counts: dict, rules, allow_missing: bool, all_nodes, names_of) -> tuple:
+def choose_by_op_type(type_counts: dict, rules: Sequence[Rule], allow_missing: bool, all_nodes: Callable[[], Iterable],
+                      names_of: Callable[[str], list]) -> tuple:
     """Plain --op rules (see :func:`op_types_needed`) for nodes counted by op type:
     ``(rule for each op type present, notes)``.
 

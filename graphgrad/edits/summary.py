@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress
+from typing import Any
 
 from ..errors import SpecError
 from ..gradients.spec import spec_from_attr_value
@@ -148,7 +149,7 @@ class Body:
         return set(self.inputs) - self.distinct_names
 
 
-def bodies_of(graph_def, functions: bool = True) -> list[Body]:
+def bodies_of(graph_def: Any, functions: bool = True) -> list[Body]:
     """The top level and (unless ``functions`` is false) the function bodies of a GraphDef."""
     bodies = [nodes_body(None, graph_def.node, set(), saved_gradients(graph_def))]
     if functions:
@@ -159,7 +160,7 @@ def bodies_of(graph_def, functions: bool = True) -> list[Body]:
     return bodies
 
 
-def nodes_body(function: str | None, nodes, arguments: set, saved: dict | None = None) -> Body:
+def nodes_body(function: str | None, nodes: Sequence, arguments: set, saved: dict | None = None) -> Body:
     """A :class:`Body` of NodeDefs."""
     return Body(
         function=function,
@@ -186,7 +187,8 @@ def summarize(model: Model, functions: bool = True) -> ModelSummary:
     return summarize_bodies(model.path, model.kind, model.encoding, graphs, signatures)
 
 
-def summarize_bodies(path: str, kind: str, encoding: str, graphs, signatures=()) -> ModelSummary:
+def summarize_bodies(path: str, kind: str, encoding: str, graphs: Sequence[tuple[str, list]],
+                     signatures: Sequence = ()) -> ModelSummary:
     """The summary of ``graphs``: (label, [top-level Body, function Body, ...]) per graph."""
     top: Counter = Counter()
     in_functions: Counter = Counter()
@@ -229,7 +231,7 @@ def summarize_bodies(path: str, kind: str, encoding: str, graphs, signatures=())
     )
 
 
-def unrouted_calls(bodies) -> list[str]:
+def unrouted_calls(bodies: Sequence[Body]) -> list[str]:
     """:func:`graphgrad.graph.functions.calls_into_overrides` of a graph's bodies. The
     NodeDefs are read only if a function holds an override, and those of the top
     level only if it has a node that may call."""
@@ -248,7 +250,7 @@ def _producer(reference: str) -> str:
     return reference.partition(":")[0].lstrip("^")
 
 
-def graph_problems(bodies, label: str = "") -> list[str]:
+def graph_problems(bodies: Sequence[Body], label: str = "") -> list[str]:
     """Duplicate node names and inputs naming no node: TensorFlow refuses such graphs.
 
     Set operations first (in C); nodes are looked at one by one only when a problem exists.

@@ -2,6 +2,7 @@
 graph (embed), and undoing what graphgrad did (reset)."""
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -61,7 +62,7 @@ def _already_there(scope: Scope, ref: str, want: str, described: str):
     return existing
 
 
-def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False):
+def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False) -> tuple[Model, list]:
     """Put ``options.spec`` on a tensor: a new Identity carrying the override (or,
     with ``embed``, the surrogate subgraph), with the tensor's consumers moved to it.
 
@@ -129,7 +130,7 @@ def _bypass_want(source: str, spec: str) -> str:
     return f"bypass from {source} with {spec}"
 
 
-def bypass_region(model: Model, options: BypassOptions, inplace: bool = False):
+def bypass_region(model: Model, options: BypassOptions, inplace: bool = False) -> tuple[Model, list]:
     """Backward pass differentiable approximation (Athalye et al., 2018): the
     forward value of ``options.target`` is kept bit for bit, and the gradient that
     reaches it flows to ``options.source`` as ``options.spec`` applied to the
@@ -238,7 +239,7 @@ def _chosen_uses(scope: Scope, ref: str, options: InsertOptions):
     return [(consumer, position) for consumer, position in uses if consumer in wanted]
 
 
-def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False):
+def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False) -> tuple[Model, RewriteReport]:
     """Like :func:`~graphgrad.edits.rewrite.rewrite_model`, but writes each selected
     node's surrogate into the graph instead of an override. Returns ``(model, report)``."""
     for rule in options.rules:
@@ -322,7 +323,7 @@ class ResetOptions:
 RESET_MARKERS = (SOURCE, GROUP)
 
 
-def reset_selects(options: ResetOptions):
+def reset_selects(options: ResetOptions) -> Callable[[str, str], bool]:
     """``selects(name, op type)``: whether ``options`` reset that node (a function
     body's node is named ``function/node``)."""
     if not options.op_types and not options.globs:
@@ -340,7 +341,7 @@ class ResetReport:
         return bool(self.overrides or self.undone)
 
 
-def reset_model(model: Model, options: ResetOptions, inplace: bool = False):
+def reset_model(model: Model, options: ResetOptions, inplace: bool = False) -> tuple[Model, "ResetReport"]:
     """Remove overrides and undo graphgrad's inserted and embedded nodes.
 
     Returns ``(model, ResetReport)``; ``reset`` after ``rewrite``/``insert``/``--embed``

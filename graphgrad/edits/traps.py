@@ -5,7 +5,9 @@ cut-down heads of :mod:`graphgrad.files.small_nodes`), shared by ``rewrite`` and
 """
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
+from typing import Any
 
 from ..errors import SpecError
 from ..gradients.spec import GradientSpec, spec_from_attr_value
@@ -29,17 +31,19 @@ def graphgrad_spec(value: str | None) -> GradientSpec | None:
         return None
 
 
-def scopes_of(graph_def) -> list:
+def scopes_of(graph_def: Any) -> list:
     """``(prefix, nodes)`` of a GraphDef's top level (prefix "") and of each function
     body (prefix ``FUNCTION/``)."""
     return [("", graph_def.node)] + [(f.signature.name + "/", f.node_def) for f in graph_def.library.function]
 
 
-def sign_notes(nodes, spec_of, prefix: str = "", signs=None, adds=None) -> list[str]:
+def sign_notes(nodes: Sequence | None, spec_of: Callable[[str], Any], prefix: str = "", signs: Sequence | None = None,
+               adds: Sequence | None = None) -> list[str]:
     """:func:`shifted_sign_notes` for one list of ``nodes``; ``signs`` and ``adds``,
     if given, are its Sign and Add/AddV2 nodes, found by the caller. ``spec_of`` is
     called only for a Sign that reads such an add."""
-    if signs is None:
+    if signs is None:  # then nodes are given
+        nodes = nodes or []
         signs = [node for node in nodes if node.op == SIGN]
         adds = [node for node in nodes if node.op in ADDS]
     shifted = shifted_adds(adds, {node.name for node in signs}) if signs and adds else set()
@@ -51,7 +55,7 @@ def looks_at_x(spec: GradientSpec) -> bool:
     return bool(spec.stages) and spec.stages[0].name not in BLIND_TO_X
 
 
-def shifted_adds(adds, sign_names: set) -> set:
+def shifted_adds(adds: Iterable, sign_names: set) -> set:
     """The names of the Add/AddV2 nodes among ``adds`` that read a Sign (of ``sign_names``)."""
     references = set(chain.from_iterable(add.input for add in adds))
     # Inputs are mostly plain names: a set intersection (in C) before any is taken apart.
@@ -62,7 +66,7 @@ def shifted_adds(adds, sign_names: set) -> set:
     return {add.name for add in adds if any(_producer(reference) in sign_names for reference in add.input)}
 
 
-def shifted_sign_notes(signs, shifted: set, spec_of, where: str = "") -> list[str]:
+def shifted_sign_notes(signs: Iterable, shifted: set, spec_of: Callable[[str], Any], where: str = "") -> list[str]:
     """Notes on each Sign of ``signs`` whose input is ``Sign(x) + c`` (an add of
     ``shifted``, see :func:`shifted_adds`: larq's ``sign(sign(x) + 0.1)``, which
     makes sign(0) = 1) and whose new gradient ``spec_of(name)`` (None: none) looks
@@ -93,7 +97,7 @@ _NO_GRADIENT = re.compile(
 )
 
 
-def no_gradient_notes(op_types) -> list[str]:
+def no_gradient_notes(op_types: Iterable[str]) -> list[str]:
     """Notes on the ``op_types`` given gradients that no gradient ever passes
     through (``rewrite --op MapDataset=identity``): their override is never called."""
     return [

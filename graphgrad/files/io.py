@@ -14,6 +14,8 @@ import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Sequence
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -185,7 +187,7 @@ class SourceFile:
         self.close()
 
 
-def parse_model_bytes(data: bytes, kind: str | None = None, path: str = "<bytes>"):
+def parse_model_bytes(data: bytes, kind: str | None = None, path: str = "<bytes>") -> tuple[Any, str, str]:
     """Parse file contents; returns (message, kind, encoding)."""
     text_start = _TEXT_START.match(data[:4096]) if b"\0" not in data[:4096] else None
     if text_start:
@@ -385,7 +387,7 @@ def _same_directory(a: str, b: str) -> bool:
         return False
 
 
-def write_chunks(path: str, chunks, source: SourceFile | None = None, sweep: bool = True) -> bool:
+def write_chunks(path: str, chunks: Sequence, source: SourceFile | None = None, sweep: bool = True) -> bool:
     """Write chunks in order to ``path``, atomically (for outputs never held whole).
 
     A chunk is bytes, or a ``(start, end)`` range of ``source``, copied as it is.

@@ -14,7 +14,9 @@ Graphs of many small nodes are cheaper to parse in C than to scan: they go to
 :mod:`graphgrad.files.small_nodes` (see :func:`graphgrad.files.stored.open_stored`).
 """
 
+from collections.abc import Container, Iterable
 from functools import cached_property
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -84,7 +86,7 @@ class ScannedNode:
         return self._bytes
 
     @property
-    def node(self):
+    def node(self) -> Any:
         if self._node is None:
             try:
                 self._node = NodeDef.FromString(self.encoded)
@@ -93,13 +95,13 @@ class ScannedNode:
         return self._node
 
     @property
-    def override(self):
+    def override(self) -> str | None:
         # A byte search (in C): a node without the name is never parsed.
         if ATTR_BYTES not in self.encoded:
             return None
         return override_of(self.node)
 
-    def set_override(self, value) -> None:
+    def set_override(self, value: str | None) -> None:
         set_override(self.node, value)
         self.dirty = True
 
@@ -144,16 +146,16 @@ class ScannedGraph:
         """``(name, op)`` of the first nodes, for :func:`graphgrad.files.validity.plausible`."""
         return [(node.name, node.op_type) for node in self.nodes[:SAMPLE]]
 
-    def candidates(self, op_types=None) -> list:
+    def candidates(self, op_types: Container[str] | None = None) -> list:
         """The top-level nodes (of ``op_types`` only, if given)."""
         return [node for node in self.nodes if op_types is None or node.op_type in op_types]
 
-    def nodes_of_types(self, one: str, others) -> tuple[list, list]:
+    def nodes_of_types(self, one: str, others: Container[str]) -> tuple[list, list]:
         """The NodeDefs of the top-level nodes of op type ``one``, and of those of ``others``."""
         return ([node.node for node in self.nodes if node.op_type == one],
                 [node.node for node in self.nodes if node.op_type in others])
 
-    def may_have_attrs(self, keys) -> bool:
+    def may_have_attrs(self, keys: Iterable[bytes]) -> bool:
         """Whether a top-level node has an attribute named by one of ``keys`` (bytes)."""
         return any(key in attrs for attrs in self._attrs for key in keys)
 
@@ -198,7 +200,7 @@ class Library:
         self._payloads = payloads
         self._graph = None
 
-    def graph(self):
+    def graph(self) -> Any:
         """A GraphDef holding only the library (its first call parses it)."""
         if self._graph is None:
             self._graph = GraphDef()
@@ -214,7 +216,7 @@ class Library:
         """The FunctionDefs."""
         return list(self.graph().library.function) if self._payloads else []
 
-    def function_nodes(self, op_types=None) -> list:
+    def function_nodes(self, op_types: Container[str] | None = None) -> list:
         """References to the nodes of the function bodies (edits stay in the one parse)."""
         if not self._payloads:
             return []
@@ -228,7 +230,7 @@ class Library:
         return encoded if encoded != self._original else None
 
 
-def node_headers(data, start: int, end: int) -> tuple[list, dict]:
+def node_headers(data: Any, start: int, end: int) -> tuple[list, dict]:
     """A NodeDef's inputs (field 3), and its attribute keys (field 5), each with the
     span of its value (None if it has none), the last entry of a key winning, as
     when a map is parsed. Values are not read."""
@@ -252,7 +254,7 @@ def node_headers(data, start: int, end: int) -> tuple[list, dict]:
     return inputs, attrs
 
 
-def override_at(data, span) -> str:
+def override_at(data: Any, span: tuple[int, int] | None) -> str:
     """The ``_gradient_op_type`` whose AttrValue is at ``span`` (None: an empty value)."""
     try:
         return AttrValue.FromString(bytes(data[span[0]:span[1]]) if span else b"").s.decode("utf-8", "replace")

@@ -29,6 +29,7 @@ schemas that declare only that:
   (which no serializer writes, and TensorFlow refuses) would shift them unseen.
 """
 
+from collections.abc import Collection, Container, Iterable, Iterator
 from functools import cached_property, lru_cache
 from itertools import compress
 from typing import Any
@@ -61,7 +62,7 @@ _SCHEMA = [
 
 
 @lru_cache(maxsize=None)
-def message_class(name: str):
+def message_class(name: str) -> Any:
     """The message class ``name`` of the cut-down schema."""
     from google.protobuf import message_factory
 
@@ -90,7 +91,7 @@ def _pool():
     return pool
 
 
-def parse(name: str, data):
+def parse(name: str, data: Any) -> Any:
     """``data`` parsed as message ``name``; :class:`NotApplicable` if it does not parse."""
     try:
         return message_class(name).FromString(data)
@@ -110,10 +111,10 @@ class HeadNode:
         self._maybe_override = maybe_override
 
     @property
-    def override(self):
+    def override(self) -> str | None:
         return _head_override(self.head) if self._maybe_override else None
 
-    def set_override(self, value) -> None:
+    def set_override(self, value: str | None) -> None:
         if self._maybe_override:
             entries = self.head.attr
             for index in reversed(range(len(entries))):
@@ -165,14 +166,14 @@ class HeadGraph:
         self._handed_out: list = []
 
     @cached_property
-    def encoded(self):
+    def encoded(self) -> Any:
         return parse("GraphNodes", self.data)
 
     @cached_property
     def _heads(self):
         return parse("GraphHeads", self.data)
 
-    def candidates(self, op_types=None) -> list:
+    def candidates(self, op_types: Container[str] | None = None) -> list:
         """The top-level nodes (of ``op_types`` only, if given)."""
         maybe, heads = self.has_overrides, self._heads.node
         if op_types is None:
@@ -193,7 +194,7 @@ class HeadGraph:
                 break
         return [(node.name, node.op) for node in parse("GraphNames", self.data[:end]).node[:SAMPLE]]
 
-    def may_have_attrs(self, keys) -> bool:
+    def may_have_attrs(self, keys: Iterable[bytes]) -> bool:
         """Whether a top-level node may have an attribute named by one of ``keys``
         (bytes): a byte search, so True can also mean the name occurs elsewhere."""
         return any(key in self.data for key in keys)
@@ -209,7 +210,7 @@ class HeadGraph:
         self._handed_out += nodes
         return [node for node in nodes if node.override is not None]
 
-    def select(self, op_types) -> tuple[list, list, list]:
+    def select(self, op_types: Collection[str]) -> tuple[list, list, list]:
         """``(indices, names, op types)`` of the top-level nodes whose op type is in
         ``op_types``, without an object per node: the op types come from one flat parse."""
         flat = parse("GraphOps", self.data).node  # not kept: its arena would raise the peak of a big graph
@@ -220,7 +221,7 @@ class HeadGraph:
         shared = {op_type: op_type for op_type in op_types}  # one string per op type, not per node
         return indices, [names[index] for index in indices], [shared[ops[index]] for index in indices]
 
-    def nodes_of_types(self, one: str, others) -> tuple[list, list]:
+    def nodes_of_types(self, one: str, others: Iterable[str]) -> tuple[list, list]:
         """Name, op and inputs of the top-level nodes of op type ``one``, and of those
         of ``others``: picked by op type from the flat parse, in C, from a parse that
         holds no attribute (their bytes would double a graph's footprint)."""
@@ -247,7 +248,7 @@ class HeadGraph:
     def library_payloads(self) -> list:
         return list(self.encoded.library)
 
-    def chunks(self, library: bytes | None):
+    def chunks(self, library: bytes | None) -> list:
         """The output; ``library`` (merged and re-encoded) replaces the library fields if given."""
         nodes = self.encoded.node
         for node in self._handed_out:
@@ -259,7 +260,7 @@ class HeadGraph:
         return [self.encoded.SerializeToString()]
 
 
-def flat_columns(data: bytes):
+def flat_columns(data: bytes) -> tuple[list, list, list, list, list]:
     """``(names, ops, inputs, overrides, library payloads)`` of a GraphDef's
     top-level nodes (the first three as flat lists), from one parse as ``GraphFlat``
     (overrides: see :func:`top_level_overrides`)."""
@@ -280,6 +281,6 @@ def top_level_overrides(data: bytes) -> list:
     return [(node.name, node.op_type, node.override) for node in HeadGraph(data).overriding()]
 
 
-def node_inputs(data: bytes):
+def node_inputs(data: bytes) -> Iterator[tuple[str, Any]]:
     """``(name, inputs)`` of each top-level node."""
     return ((head.name, head.input) for head in parse("GraphHeads", data).node)

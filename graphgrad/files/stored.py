@@ -14,7 +14,8 @@ Every reading is first given the full parse's verdict on the bytes
 none, and a corrupt constant that no rule selects is refused, never copied.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .scan import Library, ScannedGraph, SmallNodes, Window
 from .skeleton import Skeleton, skeleton_of
@@ -28,7 +29,7 @@ from .wireformat import NotApplicable
 WHOLE_READ_LIMIT = 1 << 20
 
 
-def scan_view(source) -> tuple["bytes | Window", Callable[[], bytes]]:
+def scan_view(source: Any) -> tuple["bytes | Window", Callable[[], bytes]]:
     """``(data, whole)`` to scan a :class:`graphgrad.files.io.SourceFile` by: a
     :class:`Window`, or the bytes of a file of up to ``WHOLE_READ_LIMIT``; and a
     function that gives all its bytes."""
@@ -38,13 +39,13 @@ def scan_view(source) -> tuple["bytes | Window", Callable[[], bytes]]:
     return Window(source), lambda: source.read(0, source.size)
 
 
-def in_memory_chunks(data, chunks) -> list:
+def in_memory_chunks(data: bytes, chunks: Sequence) -> list:
     """Chunks with their ranges of ``data`` as memoryviews."""
     view = memoryview(data)
     return [view[chunk[0]:chunk[1]] if isinstance(chunk, tuple) else chunk for chunk in chunks]
 
 
-def open_stored(data, whole):
+def open_stored(data: Any, whole: Callable[[], bytes]) -> ScannedGraph | HeadGraph:
     """The fast reading of a binary GraphDef: a :class:`ScannedGraph` of ``data``,
     or a :class:`HeadGraph` of ``whole()`` when its nodes are small, with its
     :class:`Library` as ``library``.
@@ -58,6 +59,7 @@ def open_stored(data, whole):
     in_memory = not isinstance(data, Window)
     if in_memory:
         require(data)
+    graph: ScannedGraph | HeadGraph
     try:
         graph = ScannedGraph(data, checked=in_memory)
     except SmallNodes:
@@ -72,7 +74,7 @@ def open_stored(data, whole):
     return graph
 
 
-def open_skeleton(source, path: str) -> Skeleton:
+def open_skeleton(source: Any, path: str) -> Skeleton:
     """The :class:`~graphgrad.files.skeleton.Skeleton` of a frozen model open as a
     :class:`graphgrad.files.io.SourceFile`, for node-level edits that never read
     its constants. Raises :class:`NotApplicable` for anything else (many small

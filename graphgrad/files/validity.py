@@ -27,7 +27,9 @@ decides, so a fast reading never accepts what the full parse refuses.
 """
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -48,7 +50,7 @@ class Invalid(NotApplicable):
     """The bytes are not a GraphDef as the full parse reads one (or not surely)."""
 
 
-def plausible(nodes, functions) -> bool:
+def plausible(nodes: Sequence[tuple[str, str]], functions: Sequence[tuple[str, list]]) -> bool:
     """The full parse's test of a parsed graph: ``nodes``, the ``(name, op)`` of the
     first ``SAMPLE`` top-level nodes, and ``functions``, ``(name, [(node name,
     op), ...])`` of the first ``SAMPLE`` functions and of their first nodes."""
@@ -60,7 +62,7 @@ def plausible(nodes, functions) -> bool:
     return all(PLAUSIBLE_NAME.match(name) and PLAUSIBLE_NAME.match(op) for name, op in every)
 
 
-def plausible_graph(graph_def) -> bool:
+def plausible_graph(graph_def: Any) -> bool:
     """:func:`plausible` of a parsed GraphDef."""
     return plausible(
         [(node.name, node.op) for node in graph_def.node[:SAMPLE]],
@@ -69,12 +71,12 @@ def plausible_graph(graph_def) -> bool:
     )
 
 
-def require(data) -> None:
+def require(data: Any) -> None:
     """Raise :class:`Invalid` unless the bytes ``data`` parse as a GraphDef."""
     _parse(_check_class(GraphDef.DESCRIPTOR.full_name), data)
 
 
-def require_field(data, entry: int, end: int) -> tuple[str, str] | None:
+def require_field(data: Any, entry: int, end: int) -> tuple[str, str] | None:
     """Raise :class:`Invalid` unless the top-level field at ``data[entry:end]``
     (``data``: bytes, or a window on a file sliced as bytes) is one a GraphDef
     parses; a file checked field by field is checked as :func:`require` checks it.

@@ -1,13 +1,16 @@
 """The protobuf wire format, read and written by hand where a parse would build
 too much: varints and the fields of a message as spans."""
 
+from collections.abc import Iterator
+from typing import Any
+
 
 class NotApplicable(Exception):
     """The bytes are not a binary GraphDef this path should handle (the caller
     then parses them whole, and the full parse says what is wrong)."""
 
 
-def varint(data, position: int) -> tuple[int, int]:
+def varint(data: Any, position: int) -> tuple[int, int]:
     """The varint at ``data[position]`` and the position after it."""
     result = shift = 0
     while True:
@@ -34,7 +37,7 @@ def encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
-def fields(data, start: int, end: int):
+def fields(data: Any, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
     """``(field number, wire type, entry start, payload start, payload end)`` of
     each field of the message at ``data[start:end]``."""
     position = start

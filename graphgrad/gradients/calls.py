@@ -11,6 +11,9 @@ copy with ``tf.gradients``. The copy recomputes the body's forward values; a bod
 with side effects (variable assignments) would repeat them.
 """
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from ..graph.functions import functions_with_overrides, unrouted_calls_into
 from ..names import ATTR, CALL_OPS
 from .registry import REPLACEMENT, builtin
@@ -38,7 +41,8 @@ def call(tf, op, grads):
     return tf.compat.v1.gradients(outputs, inputs, grad_ys=[grads[index] for index in wanted], name="body_grad")
 
 
-def inline_function(tf, graph, function_name: str, inputs, wanted=None) -> tuple[list, list]:
+def inline_function(tf: Any, graph: Any, function_name: str, inputs: Sequence,
+                    wanted: Sequence[int] | None = None) -> tuple[list, list]:
     """Import a copy of the body of ``graph``'s function ``function_name`` into the
     default graph, its arguments wired to ``inputs``, its nested calls into
     functions that hold overrides routed through ``call``. Returns ``(inputs as
@@ -67,7 +71,7 @@ def inline_function(tf, graph, function_name: str, inputs, wanted=None) -> tuple
     return inputs, outputs
 
 
-def saved_gradient(function_name: str, outputs: tuple | None):
+def saved_gradient(function_name: str, outputs: tuple | None) -> Callable:
     """The gradient of a ``tf.custom_gradient`` saved with its model as the graph's
     function ``function_name``, as ``tf.saved_model.load`` restores it: called on
     the upstream gradients (zeros where there are none), its outputs given to the
@@ -99,7 +103,7 @@ def saved_gradient(function_name: str, outputs: tuple | None):
     return gradient
 
 
-def called_by(op) -> str:
+def called_by(op: Any) -> str:
     """What a live operation calls (as :func:`graphgrad.graph.functions.called_function`), without its NodeDef."""
     return op.get_attr("f").name if op.type in CALL_OPS else op.type
 
@@ -113,7 +117,7 @@ def routed_copy(name: str) -> str:
     return name + ROUTED_COPY_SUFFIX
 
 
-def function_definition(graph, name: str):
+def function_definition(graph: Any, name: str) -> Any:
     """The FunctionDef of the function ``name`` that ``graph`` can call (TF >= 2.13 caches it)."""
     function = _functions(graph)[name]
     return getattr(function, "cached_definition", None) or function.definition
@@ -133,7 +137,7 @@ def _functions(graph) -> dict:
     return functions
 
 
-def overriding_functions(graph) -> set:
+def overriding_functions(graph: Any) -> set:
     """The names of ``graph``'s functions whose bodies, or the functions those run
     (calls, branches and loop bodies), carry a gradient override."""
     return functions_with_overrides({name: function_definition(graph, name).node_def for name in _functions(graph)})

@@ -1,13 +1,16 @@
 """Helpers shared by the gradient families. They receive ``tf``; none imports it
 at module level."""
 
+from collections.abc import Callable, Sequence
+from typing import Any
 
-def first_input_only(op, gradient):
+
+def first_input_only(op: Any, gradient: Any) -> list:
     """``gradient`` for input 0, None for every other input of ``op``."""
     return [gradient] + [None] * (len(op.inputs) - 1)
 
 
-def custom_gradient_results(op) -> int | None:
+def custom_gradient_results(op: Any) -> int | None:
     """How many inputs of ``op`` are results, when it is the ``IdentityN`` that
     ``tf.custom_gradient`` emits in graph mode, else None.
 
@@ -42,7 +45,7 @@ def _ancestors(tensor) -> set:
     return seen
 
 
-def elementwise_pairs(op, grads) -> list:
+def elementwise_pairs(op: Any, grads: Sequence) -> list:
     """``(input index, x, dy)`` for a replacement that maps one input to one output.
 
     Input 0 and output 0 for most ops. For ``tf.custom_gradient``'s ``IdentityN``
@@ -63,17 +66,17 @@ def elementwise_pairs(op, grads) -> list:
     return pairs
 
 
-def gradients_at(op, gradients: dict) -> list:
+def gradients_at(op: Any, gradients: dict) -> list:
     """One entry per input of ``op``: ``gradients[index]`` where given, else None."""
     return [gradients.get(index) for index in range(len(op.inputs))]
 
 
-def elementwise(op, grads, derivative) -> list:
+def elementwise(op: Any, grads: Sequence, derivative: Callable) -> list:
     """``dy * derivative(x)`` for each pair of :func:`elementwise_pairs`."""
     return gradients_at(op, {index: dy * derivative(x, dy) for index, x, dy in elementwise_pairs(op, grads)})
 
 
-def own_gradient(op, grads) -> list:
+def own_gradient(op: Any, grads: Sequence) -> list:
     """What TensorFlow's gradient for ``op``'s type gives for ``grads``: one entry
     per input (None where it gives none). Raises LookupError when there is none."""
     from ..tf.internals import registered_gradient  # no public lookup; gradients_util reads it so
@@ -91,13 +94,13 @@ def own_gradient(op, grads) -> list:
     return list(result) if isinstance(result, (list, tuple)) else [result]
 
 
-def map_gradients(tf, gradients, function):
+def map_gradients(tf: Any, gradients: Sequence, function: Callable) -> list:
     """Apply ``function`` to each gradient tensor, keeping None as None.
 
     Sparse gradients (``tf.IndexedSlices``, e.g. from ``Gather``) are mapped on
     their values, so they stay sparse.
     """
-    mapped = []
+    mapped: list = []
     for gradient in gradients:
         if gradient is None:
             mapped.append(None)
@@ -110,10 +113,10 @@ def map_gradients(tf, gradients, function):
     return mapped
 
 
-def mask(tf, condition, like):
+def mask(tf: Any, condition: Any, like: Any) -> Any:
     """``condition`` as 0/1 in the dtype of ``like``."""
     return tf.cast(condition, like.dtype)
 
 
-def is_differentiable(dtype):
+def is_differentiable(dtype: Any) -> bool:
     return dtype.is_floating or dtype.is_complex

@@ -9,7 +9,7 @@ process that never loads TensorFlow.
 import inspect
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import RegistryError, SpecError
@@ -160,7 +160,8 @@ def _origin(function: Callable) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}"
 
 
-def builtin(kind: str, *params: Param, formula: str, check=None, aliases=(), op_types=()):
+def builtin(kind: str, *params: Param, formula: str, check: Callable[[dict], None] | None = None,
+            aliases: Sequence[tuple[str, str]] = (), op_types: Sequence[str] = ()) -> Callable:
     """Register a built-in gradient family member (used by graphgrad's own files).
     ``op_types``: the only op types it may be given to (empty: any)."""
 
@@ -184,7 +185,7 @@ def builtin(kind: str, *params: Param, formula: str, check=None, aliases=(), op_
     return decorate
 
 
-def gradient(name: str):
+def gradient(name: str) -> Callable:
     """Declare a gradient of your own, usable in specs as ``name``.
 
     The decorated function is called as ``fn(op, *grads)`` when TensorFlow
@@ -222,7 +223,7 @@ def _fixed(value) -> bool:
     return isinstance(value, (int, float))
 
 
-def check_positive(name):
+def check_positive(name: str) -> Callable[[dict], None]:
     def check(values):
         if _fixed(values[name]) and values[name] <= 0:
             raise SpecError(f"{name} must be positive, got {values[name]!r}")
@@ -230,7 +231,7 @@ def check_positive(name):
     return check
 
 
-def check_not_negative(name):
+def check_not_negative(name: str) -> Callable[[dict], None]:
     def check(values):
         if _fixed(values[name]) and values[name] < 0:
             raise SpecError(f"{name} must not be negative, got {values[name]!r}")

@@ -17,10 +17,11 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NoReturn
 
 from ..errors import SpecError
 from ..names import NAMESPACE, TF_PREFIX
-from .registry import REGISTRY, TRANSFORM
+from .registry import REGISTRY, TRANSFORM, GradientDef
 
 MAX_SPEC_LENGTH = 4096  # of a spec, and of the canonical name the runtime rebuilds a gradient from
 MAX_INTEGER_DIGITS = 18  # whole numbers fit in 64 bits (a seed, an index), and in a float's range
@@ -60,7 +61,7 @@ class Stage:
     args: tuple = ()  # ((param name, value), ...) in declared order
 
     @property
-    def definition(self):
+    def definition(self) -> GradientDef:
         return REGISTRY.get(self.name)
 
     def canonical(self) -> str:
@@ -136,16 +137,16 @@ class _Parser:
         self.tokens = _tokenize(text)
         self.position = 0
 
-    def fail(self, what: str):
+    def fail(self, what: str) -> NoReturn:
         raise SpecError(f"cannot parse gradient spec {self.text!r}: {what}")
 
-    def peek(self):
-        return self.tokens[self.position] if self.position < len(self.tokens) else (None, None)
+    def peek(self) -> tuple[str, str]:
+        return self.tokens[self.position] if self.position < len(self.tokens) else ("", "")  # the end
 
-    def take(self, kind=None, value=None, expected=None):
+    def take(self, kind: str | None = None, value: str | None = None, expected: str | None = None) -> str:
         token = self.peek()
         expected = expected or (repr(value) if value else f"a {kind}")
-        if token[0] is None:
+        if not token[0]:
             self.fail(f"it ends early, expected {expected}")
         if (kind and token[0] != kind) or (value and token[1] != value):
             self.fail(f"expected {expected}, found {token[1]!r}")
@@ -157,11 +158,11 @@ class _Parser:
         while self.peek()[1] == "|":
             self.take(value="|")
             stages.append(self.stage())
-        if self.peek()[0] is not None:
+        if self.peek()[0]:
             self.fail(f"unexpected {self.peek()[1]!r}")
         return stages
 
-    def stage(self):
+    def stage(self) -> tuple[str, list, dict]:
         name = self.take(kind="name")
         positional, keywords = [], {}
         if self.peek()[1] == "(":
@@ -182,9 +183,9 @@ class _Parser:
             self.take(value=")")
         return name, positional, keywords
 
-    def value(self):
+    def value(self) -> int | float | TensorRef | None:
         kind, text = self.peek()
-        if kind is None:
+        if not kind:
             self.fail("it ends early, expected a number, None or @TENSOR")
         if kind == "number":
             self.position += 1

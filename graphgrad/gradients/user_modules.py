@@ -3,11 +3,12 @@
 import os
 import re
 import sys
+from types import ModuleType
 
 from ..errors import GraphgradError
 
 
-def load_gradient_module(path: str):
+def load_gradient_module(path: str) -> ModuleType:
     """Import a user's Python file that declares gradients with ``@graphgrad.gradient``.
 
     This runs the file's code: call it only for files the user named.

@@ -11,10 +11,13 @@ gradient registered from Python: every override inside the called function is
 ignored unless the call is routed through graphgrad's ``call`` gradient.
 """
 
+from collections.abc import Container, Iterable, Sequence
+from typing import Any
+
 from ..names import ATTR, CALL_OPS, FUNCTION_CALL_NAME
 
 
-def saved_gradients(graph_def) -> dict:
+def saved_gradients(graph_def: Any) -> dict:
     """Override name -> gradient function, for the ``tf.custom_gradient`` gradients
     saved with the graph: ``FunctionDefLibrary.registered_gradients``, which
     ``tf.saved_model.save`` writes by default since TF 2.13 and
@@ -22,7 +25,7 @@ def saved_gradients(graph_def) -> dict:
     return {entry.registered_op_type: entry.gradient_func for entry in graph_def.library.registered_gradients}
 
 
-def saved_gradient_outputs(meta_graph_def, function: str) -> tuple | None:
+def saved_gradient_outputs(meta_graph_def: Any, function: str) -> tuple | None:
     """Per input of the op, whether the saved gradient ``function`` returns a
     gradient for it (False where it returns None), as the SavedModel's signature
     of the function says (its ``output_signature``, a list with None in places);
@@ -40,7 +43,7 @@ def saved_gradient_outputs(meta_graph_def, function: str) -> tuple | None:
     return tuple(value.WhichOneof("kind") != "none_value" for value in values)
 
 
-def function_calls(value) -> list:
+def function_calls(value: Any) -> list:
     """The functions an AttrValue names (``func``, or a ``list`` of them), each a
     NameAttrList: the function's name and its attributes, which may name more."""
     calls = [value.func] if value.HasField("func") else []
@@ -49,7 +52,7 @@ def function_calls(value) -> list:
     return calls
 
 
-def rename_function_references(nodes, names: dict) -> None:
+def rename_function_references(nodes: Iterable, names: dict) -> None:
     """Point the NodeDefs ``nodes`` (changed in place) at the functions ``names``
     maps to: op types that name a function, and function-valued attributes."""
     for node in nodes:
@@ -59,7 +62,7 @@ def rename_function_references(nodes, names: dict) -> None:
             rename_in_attr(value, names)
 
 
-def rename_in_attr(value, names: dict) -> None:
+def rename_in_attr(value: Any, names: dict) -> None:
     """Rename the functions an AttrValue names, nested ones too, as ``names`` maps them."""
     for call in function_calls(value):
         call.name = names.get(call.name, call.name)
@@ -67,7 +70,7 @@ def rename_in_attr(value, names: dict) -> None:
             rename_in_attr(nested, names)
 
 
-def called_function(op_type: str, attrs) -> str:
+def called_function(op_type: str, attrs: Any) -> str:
     """What a node calls: the ``f`` attribute of a call op, else its op type (which
     names a function when the node calls one directly)."""
     if op_type in CALL_OPS:
@@ -89,7 +92,7 @@ def functions_with_overrides(bodies: dict) -> set:
         overriding |= callers
 
 
-def carries_override(node) -> bool:
+def carries_override(node: Any) -> bool:
     """Whether a NodeDef has a gradient override of its own (tf.function's names for
     its call ops are none: the loading process does not have them)."""
     if ATTR not in node.attr:
@@ -98,7 +101,7 @@ def carries_override(node) -> bool:
     return bool(value) and not FUNCTION_CALL_NAME.match(value)
 
 
-def functions_run(nodes, functions) -> set:
+def functions_run(nodes: Iterable, functions: Container[str]) -> set:
     """The names of the ``functions`` that ``nodes`` run: by op type, or named in an attribute."""
     names = {node.op for node in nodes if node.op in functions}
     for node in nodes:
@@ -107,14 +110,14 @@ def functions_run(nodes, functions) -> set:
     return names
 
 
-def unrouted_calls_into(nodes, functions: set) -> list:
+def unrouted_calls_into(nodes: Iterable, functions: set) -> list:
     """The nodes among ``nodes`` that call one of ``functions`` (see
     :func:`called_function`) and carry no override: graph mode differentiates those
     with SymbolicGradient."""
     return [node for node in nodes if called_function(node.op, node.attr) in functions and not carries_override(node)]
 
 
-def calls_into_overrides(top_level, bodies: dict) -> list[str]:
+def calls_into_overrides(top_level: Iterable, bodies: dict) -> list[str]:
     """The calls whose gradients graph mode computes in C++ although the called
     function holds an override: the names of those among the ``top_level``
     NodeDefs (any that may call will do), then of those in the function
@@ -127,7 +130,7 @@ def calls_into_overrides(top_level, bodies: dict) -> list[str]:
     ]
 
 
-def calls_behind_branches(top_level, bodies: dict) -> list[str]:
+def calls_behind_branches(top_level: Iterable, bodies: dict) -> list[str]:
     """Those of :func:`calls_into_overrides` that sit in functions reached through
     a branch or loop attribute (``If``, ``While``, ``Case``), from the top level or
     from any function, as ``function/node``. TensorFlow builds such a function's
@@ -156,17 +159,17 @@ def _branches(nodes) -> set:
     }
 
 
-def function_bodies(graph_def) -> dict:
+def function_bodies(graph_def: Any) -> dict:
     """A GraphDef's functions: name -> NodeDefs."""
     return {function.signature.name: function.node_def for function in graph_def.library.function}
 
 
-def graph_calls_into_overrides(graph_def) -> list[str]:
+def graph_calls_into_overrides(graph_def: Any) -> list[str]:
     """:func:`calls_into_overrides` of a GraphDef."""
     return calls_into_overrides(graph_def.node, function_bodies(graph_def))
 
 
-def first_names(names, shown: int = 3) -> str:
+def first_names(names: Sequence[str], shown: int = 3) -> str:
     """``names`` for a one-line message: the first ``shown``, then how many more."""
     return ", ".join(names[:shown]) + (f" (+{len(names) - shown} more)" if len(names) > shown else "")
 

@@ -10,6 +10,7 @@ The functions here accept messages of either proto flavour (tensorboard's or
 TensorFlow's own): they only use field names, which the two share.
 """
 
+from collections.abc import Container
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,13 +52,13 @@ class Model:
         return f"{KIND_NAMES[self.kind]}, {self.encoding}"
 
 
-def graphs_of(message, kind: str) -> list[tuple[str, Any]]:
+def graphs_of(message: Any, kind: str) -> list[tuple[str, Any]]:
     if kind == GRAPHDEF:
         return [("", message)]
     return [(label, meta.graph_def) for label, meta in meta_graphs_of(message, kind)]
 
 
-def meta_graphs_of(message, kind: str) -> list[tuple[str, Any]]:
+def meta_graphs_of(message: Any, kind: str) -> list[tuple[str, Any]]:
     """(label, MetaGraphDef) for each MetaGraphDef, labelled as in :func:`graphs_of`;
     none for a GraphDef."""
     if kind == GRAPHDEF:
@@ -70,7 +71,7 @@ def meta_graphs_of(message, kind: str) -> list[tuple[str, Any]]:
     ]
 
 
-def signatures_of(meta_graph_def) -> list[tuple[str, list, list]]:
+def signatures_of(meta_graph_def: Any) -> list[tuple[str, list, list]]:
     """``(key, [(input, tensor)], [(output, tensor)])`` of a MetaGraphDef's signatures,
     by key; TensorFlow's own (keys starting with ``__``, such as its init op) left out."""
     return [
@@ -106,14 +107,14 @@ class NodeRef:
         set_override(self.node, value)
 
 
-def override_of(node_def) -> str | None:
+def override_of(node_def: Any) -> str | None:
     """The node's ``_gradient_op_type``, or None. Never adds the attribute."""
     if ATTR not in node_def.attr:
         return None
     return node_def.attr[ATTR].s.decode("utf-8", "replace")
 
 
-def set_override(node_def, value: str | None) -> None:
+def set_override(node_def: Any, value: str | None) -> None:
     """Set (or, with None, remove) the node's ``_gradient_op_type``."""
     if value is None:
         if ATTR in node_def.attr:
@@ -122,7 +123,8 @@ def set_override(node_def, value: str | None) -> None:
     node_def.attr[ATTR].s = value.encode("utf-8")  # AttrValue's value is a oneof: this replaces any other
 
 
-def iter_graph_nodes(graph_def, label: str = "", functions: bool = True, op_types=None) -> list[NodeRef]:
+def iter_graph_nodes(graph_def: Any, label: str = "", functions: bool = True,
+                     op_types: Container[str] | None = None) -> list[NodeRef]:
     """Nodes of one GraphDef: top level first, then function bodies.
 
     ``op_types`` (a set) skips other nodes before any per-node object is made.
@@ -135,7 +137,7 @@ def iter_graph_nodes(graph_def, label: str = "", functions: bool = True, op_type
     return [NodeRef(label, name, node) for name, nodes in bodies for node in nodes if node.op in op_types]
 
 
-def iter_nodes(model: Model, functions: bool = True, op_types=None) -> list[NodeRef]:
+def iter_nodes(model: Model, functions: bool = True, op_types: Container[str] | None = None) -> list[NodeRef]:
     """Every node of every graph in ``model`` (of ``op_types`` only, if given)."""
     return [
         ref for label, graph_def in model.graphs() for ref in iter_graph_nodes(graph_def, label, functions, op_types)

@@ -6,10 +6,11 @@ them uses (surgery, diff, summary) are imported by the functions that use them:
 """
 
 import os
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..edits.fast import graphdef_file_bodies, reset_graphdef_file, rewrite_graphdef_file
 from ..edits.rewrite import RewriteOptions, RewriteReport, rewrite_model
@@ -177,8 +178,8 @@ def _change_graphdef_file(path: str, output: OutputOptions, kind: str | None, fa
     return _change_file(path, output, kind, operation)
 
 
-def rewrite_files(paths, options: RewriteOptions, output: OutputOptions, kind: str | None = None,
-                  batch: BatchOptions = BatchOptions(), progress=None) -> list[FileResult]:
+def rewrite_files(paths: Sequence[str], options: RewriteOptions, output: OutputOptions, kind: str | None = None,
+                  batch: BatchOptions = BatchOptions(), progress: Callable | None = None) -> list[FileResult]:
     """Rewrite every model that ``paths`` (files, directories, globs) name.
 
     One failure is recorded and the rest go on; results are in input order.
@@ -193,7 +194,7 @@ def _rewrite_item(options, output, kind, item: Item) -> FileResult:
     return result
 
 
-def insert_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
+def insert_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Put a gradient on one tensor of a model file (``options``: surgery.InsertOptions)."""
     from ..edits.surgery import insert_gradient
 
@@ -213,7 +214,7 @@ class BypassReport:
         return any(b.status == "bypassed" for b in self.bypasses)
 
 
-def bypass_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
+def bypass_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """BPDA across a region of one model file (``options``: surgery.BypassOptions);
     a frozen model's constants are never read."""
     from ..edits.surgery import bypass_region
@@ -225,8 +226,8 @@ def bypass_file(path: str, options, output: OutputOptions, kind: str | None = No
     return _change_graphdef_file(path, output, kind, _on_skeleton(path, operation), operation)
 
 
-def reset_files(paths, options, output: OutputOptions, kind: str | None = None,
-                batch: BatchOptions = BatchOptions(), progress=None) -> list[FileResult]:
+def reset_files(paths: Sequence[str], options: Any, output: OutputOptions, kind: str | None = None,
+                batch: BatchOptions = BatchOptions(), progress: Callable | None = None) -> list[FileResult]:
     """Remove overrides and graphgrad's nodes from every model ``paths`` name
     (``options``: surgery.ResetOptions)."""
     return _batch(paths, output, batch, partial(_reset_item, options, output, kind), progress)
@@ -236,7 +237,7 @@ def _reset_item(options, output, kind, item: Item) -> FileResult:
     return _guarded(item, lambda: reset_file(item.path, options, with_output(output, item), kind))
 
 
-def reset_file(path: str, options, output: OutputOptions, kind: str | None = None) -> FileResult:
+def reset_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Remove overrides and graphgrad's nodes from one model file (``options``:
     surgery.ResetOptions). A binary GraphDef without graphgrad's nodes takes the
     fast path of :mod:`graphgrad.edits.fast`, and a frozen model's inserted nodes
@@ -247,7 +248,7 @@ def reset_file(path: str, options, output: OutputOptions, kind: str | None = Non
                                  lambda model: reset_model(model, options, inplace=True))
 
 
-def diff_files(a: str, b: str, kind: str | None = None):
+def diff_files(a: str, b: str, kind: str | None = None) -> Any:
     """What differs between two model files (a diff.ModelDifference)."""
     from ..edits.diff import diff_models
 
@@ -285,7 +286,7 @@ def _guarded(item: Item, process) -> FileResult:
                           error=f"{item.path}: {type(error).__name__}: {error}")
 
 
-def summarize_file(path: str, kind: str | None = None, functions: bool = True):
+def summarize_file(path: str, kind: str | None = None, functions: bool = True) -> Any:
     """Read ``path`` and summarise its op types and overrides (a summary.ModelSummary).
 
     A binary GraphDef is read through cut-down parses or a scan that skips its
@@ -303,7 +304,8 @@ def summarize_file(path: str, kind: str | None = None, functions: bool = True):
     return summarize(read_model(path, kind), functions)
 
 
-def summarize_files(paths, recursive: bool = False, kind: str | None = None, functions: bool = True):
+def summarize_files(paths: Sequence[str], recursive: bool = False, kind: str | None = None,
+                    functions: bool = True) -> tuple[list, list]:
     """Summaries of every model ``paths`` name, and ``{"input", "error"}`` for failures."""
     items, problems = plan(paths, BatchOptions(recursive=recursive))
     summaries, failures = [], [{"input": argument, "error": message} for argument, message in problems]

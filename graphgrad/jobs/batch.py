@@ -8,7 +8,9 @@ the others.
 
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import GraphgradError
 from ..files.io import expand_pattern, find_models, is_saved_model_dir, remove_stale_temporaries
@@ -35,7 +37,7 @@ class Item:
     out: str | None = None
 
 
-def plan(paths, batch: BatchOptions) -> tuple[list[Item], list[tuple[str, str]]]:
+def plan(paths: Sequence[str], batch: BatchOptions) -> tuple[list[Item], list[tuple[str, str]]]:
     """Items for every model the arguments name, and (argument, error) for those naming none."""
     items: list = []
     problems: list = []
@@ -93,7 +95,7 @@ def _load_modules(paths) -> None:
         load_gradient_module(path)
 
 
-def run(items, work, batch: BatchOptions, progress=None) -> list:
+def run(items: Sequence[Item], work: Callable, batch: BatchOptions, progress: Callable | None = None) -> list:
     """``work(item)`` for every item, in order; ``progress(item)`` after each."""
     if batch.jobs <= 1 or len(items) <= 1:
         results = []
@@ -121,7 +123,7 @@ def run(items, work, batch: BatchOptions, progress=None) -> list:
     return results + [None] * (len(items) - len(results))
 
 
-def worker_context():
+def worker_context() -> Any:
     """How workers start. On Linux, forked when this process runs one thread (the
     command line always does): they inherit its imports instead of paying them
     again. With more threads (a program that has loaded TensorFlow, say), a fork
@@ -145,7 +147,7 @@ def _thread_count() -> int:
         return threading.active_count()
 
 
-def sweep(items, output) -> None:
+def sweep(items: Sequence[Item], output: Any) -> None:
     """Remove the temporaries killed writers left where the items will be written:
     one listing per directory, where each file's own write would list its
     directory again (quadratic in a zoo of one folder). :func:`with_output` then
@@ -163,7 +165,7 @@ def sweep(items, output) -> None:
         remove_stale_temporaries(directory)
 
 
-def with_output(output, item: Item):
+def with_output(output: Any, item: Item) -> Any:
     """The per-file output options for ``item`` (whose directory :func:`sweep` did)."""
     if item.out:
         return replace(output, out=item.out, make_directories=True, sweep_temporaries=False)

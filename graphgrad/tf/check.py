@@ -17,6 +17,7 @@ import math
 import os
 import re
 import shlex
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -117,9 +118,11 @@ class CheckReport:
         return self.summed_softmax is None and all(g.status == "finite" for g in self.gradients)
 
 
-def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int = 1, seed: int = 0, kind=None,
+def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: dict | None = None, batch: int = 1,
+                seed: int = 0, kind: str | None = None,
                 tags: str | None = None, target: int | None = None, allow_effects: bool = False,
-                checkpoint: str | None = None, timeout: float = DEFAULT_TIMEOUT, shapes=None) -> CheckReport:
+                checkpoint: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                shapes: dict | None = None) -> CheckReport:
     """Check the gradients dy/dx of the model at ``path`` (see the module doc).
     ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
     holds several. ``target`` differentiates ``y[..., target]`` (one class of a
@@ -196,7 +199,7 @@ def check_model(path: str, xs=(), y: str | None = None, feeds=None, batch: int =
     return report
 
 
-def trap_notes(graph_def) -> list[str]:
+def trap_notes(graph_def: Any) -> list[str]:
     """:func:`graphgrad.edits.traps.shifted_sign_notes` for the overrides a GraphDef holds,
     at the top level and in function bodies."""
     notes = []
@@ -374,7 +377,7 @@ def _load(model: Model, tags: list | None, checkpoint: str | None = None):
 _TF_NOISE = re.compile(r"(Graph execution error:|Detected at node .* defined at|File \"|\[\[|Traceback|Original stack)")
 
 
-def tensorflow_says(error, limit: int = 400) -> str:
+def tensorflow_says(error: Exception, limit: int = 400) -> str:
     """TensorFlow's reason for ``error`` in one line: the node and what is wrong,
     without the header and the stack it embeds ("Graph execution error:" alone
     says nothing)."""
@@ -774,7 +777,7 @@ class _Context:
     seen: set = field(default_factory=set)  # functions looked into
 
     @cached_property
-    def registry(self):
+    def registry(self) -> Any:
         return gradient_registry()
 
     @cached_property
@@ -879,7 +882,7 @@ def _idle_overrides(ops, float_path) -> list:
     return [(op.name, _override(op)) for op in ops if _override(op) is not None and op not in float_path]
 
 
-def gradient_status(op_types) -> dict:
+def gradient_status(op_types: Iterable[str]) -> dict:
     """For each op type, what TensorFlow's own gradient is: registered, zero, None or missing."""
     tensorflow()  # first: without TensorFlow, one line saying what to install
 

@@ -5,6 +5,8 @@ Pure functions over NodeDefs (or live ops' NodeDefs) and a GraphDef's function
 bodies: a call into a function that writes a file is such an op too.
 """
 
+from collections.abc import Iterable
+
 from ..graph.functions import functions_run
 
 # File writes, checkpoint saves and restores (which read and write the file
@@ -22,7 +24,7 @@ EFFECT_OPS = frozenset({
 })
 
 
-def effects_in(node_defs, bodies: dict) -> list[str]:
+def effects_in(node_defs: Iterable, bodies: dict) -> list[str]:
     """The ops among ``node_defs`` whose effects reach outside the graph, and those in
     the function bodies they run (``bodies``: name -> NodeDefs), transitively; each
     as ``NAME (OP)``, ``FUNCTION/NAME (OP)`` in a body."""

@@ -7,8 +7,10 @@ names loaded gradients so); when a TensorFlow release moves one, this module is
 what changes. It imports nothing of graphgrad, so any layer may call it lazily.
 """
 
+from typing import Any
 
-def gradient_registry():
+
+def gradient_registry() -> Any:
     """The registry ``tf.RegisterGradient`` writes to and ``tf.gradients`` reads
     (``lookup(name)`` raises LookupError for an unknown name)."""
     from tensorflow.python.framework import ops
@@ -16,7 +18,7 @@ def gradient_registry():
     return ops.gradient_registry
 
 
-def registered_gradient(op_type: str):
+def registered_gradient(op_type: str) -> Any:
     """The gradient function registered for ``op_type`` (None: declared not
     differentiable); LookupError when there is none."""
     return gradient_registry().lookup(op_type)
@@ -36,7 +38,7 @@ def custom_gradient_name() -> str:
     return generate_name()
 
 
-def function_def_to_graph_def(function_def):
+def function_def_to_graph_def(function_def: Any) -> tuple[Any, dict]:
     """TensorFlow's conversion of a FunctionDef to an importable GraphDef:
     ``(graph_def, {argument or node output: tensor name})``."""
     from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def as convert
@@ -44,16 +46,23 @@ def function_def_to_graph_def(function_def):
     return convert(function_def)
 
 
-def function_def_to_graph(function_def):
+def function_def_to_graph(function_def: Any) -> Any:
     """A FuncGraph rebuilt from a FunctionDef (with ``inputs`` and ``outputs``)."""
     from tensorflow.python.framework.function_def_to_graph import function_def_to_graph as convert
 
     return convert(function_def)
 
 
-def saved_model_loader_class():
+def saved_model_loader_class() -> type:
     """TensorFlow's TF1 SavedModel loader class (variables, assets, init ops),
     whose ``get_meta_graph_def_from_tags`` a subclass may override."""
     from tensorflow.python.saved_model.loader_impl import SavedModelLoader
 
     return SavedModelLoader
+
+
+def set_op_attr(op: Any, key: str, value: Any) -> None:
+    """Set an attribute (a TensorFlow ``AttrValue``) of a built ``tf.Operation``:
+    what ``Graph.gradient_override_map`` does while an op is created; ``tf`` has no
+    way to do it after."""
+    op._set_attr(key, value)

@@ -8,8 +8,10 @@ under the exact ``_gradient_op_type`` value, once per process.
 import logging
 import threading
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from ..edits.rewrite import RewriteOptions, apply_rules
 from ..edits.select import NODE, OP, Rule
@@ -34,13 +36,13 @@ from ..graph.functions import (
 )
 from ..graph.model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
 from ..names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
-from .internals import custom_gradient_name, gradient_registry_entries, registered_gradient
+from .internals import custom_gradient_name, gradient_registry_entries, registered_gradient, set_op_attr
 
 _LOCK = threading.Lock()
 _MESSAGE_KINDS = {"GraphDef": GRAPHDEF, "MetaGraphDef": METAGRAPH, "SavedModel": SAVEDMODEL}
 
 
-def tensorflow():
+def tensorflow() -> Any:
     """Import TensorFlow, or say what to install."""
     try:
         import tensorflow as tf
@@ -79,7 +81,7 @@ class Registration:
         return tuple(sorted(self.registered + self.already))
 
 
-def build_gradient_function(spec: GradientSpec):
+def build_gradient_function(spec: GradientSpec) -> Callable:
     """A ``tf.RegisterGradient``-style function ``(op, *grads) -> grads`` for ``spec``."""
     stages = list(spec.stages)
     replacement = None if stages[0].definition.kind == TRANSFORM else stages.pop(0)
@@ -183,7 +185,7 @@ def _saved_gradient_entries(graphs_with_metas) -> dict:
     }
 
 
-def overrides_in(graph) -> dict[str, list[str]]:
+def overrides_in(graph: Any) -> dict[str, list[str]]:
     """Override value -> names of the nodes that carry it (function bodies included)."""
     return _override_uses(_graph_defs(graph))
 
@@ -198,7 +200,7 @@ def _override_uses(graph_defs) -> dict[str, list[str]]:
     return uses
 
 
-def register_gradients(graph) -> Registration:
+def register_gradients(graph: Any) -> Registration:
     """Register every gradient that ``graph``'s overrides name, once per process.
 
     ``graph`` is a ``tf.Graph`` (after any loader), a GraphDef / MetaGraphDef /
@@ -286,7 +288,7 @@ def _quiet_import_warnings(graph_defs) -> None:
         logging.getLogger("absl").addFilter(_FILTER)  # TensorFlow's loader logs through absl; added once
 
 
-def save(obj, export_dir: str, signatures=None, options=None) -> None:
+def save(obj: Any, export_dir: str, signatures: Any = None, options: Any = None) -> None:
     """``tf.saved_model.save`` for a model loaded with graphgrad's gradients
     registered (``register_gradients`` then ``tf.saved_model.load``).
 
@@ -357,7 +359,7 @@ def _unrouted_message(calls) -> str:
     )
 
 
-def route_calls(graph, graph_def) -> tuple[tuple, tuple]:
+def route_calls(graph: Any, graph_def: Any) -> tuple[tuple, tuple]:
     """Give the call ops of a built ``tf.Graph`` (``graph_def``: its GraphDef) whose
     functions hold overrides the ``call`` gradient, so that tf.gradients
     differentiates their bodies in Python (graph mode would use SymbolicGradient,
@@ -414,7 +416,7 @@ def _add_routed_copies(graph, graph_def, overriding: set) -> set:
             if any(call.name in names for call in function_calls(value)):
                 repointed = attr_value_pb2.AttrValue.FromString(value.SerializeToString())
                 rename_in_attr(repointed, names)
-                graph.get_operation_by_name(node.name)._set_attr(key, repointed)
+                set_op_attr(graph.get_operation_by_name(node.name), key, repointed)
     return set(names.values())
 
 
@@ -450,7 +452,7 @@ def _unresolved_message(unresolved, uses) -> str:
     return "\n".join(lines)
 
 
-def import_graph_def(graph_def_or_path, **kwargs):
+def import_graph_def(graph_def_or_path: Any, **kwargs: Any) -> Any:
     """Read (if a path), route the graph's calls (:func:`with_routed_calls`),
     register its gradients, then import it into the default graph.
 
@@ -498,13 +500,13 @@ def import_graph_def(graph_def_or_path, **kwargs):
 TF1_LOOP_OPS = ("Enter", "RefEnter")  # control flow v1: a while loop's frame starts at these
 
 
-def holds_tf1_loops(graph) -> bool:
+def holds_tf1_loops(graph: Any) -> bool:
     """Whether a built ``tf.Graph`` holds TF1 while loops (control flow v1)."""
     return any(op.type in TF1_LOOP_OPS for op in graph.get_operations())
 
 
 @contextmanager
-def tf1_control_flow(graph):
+def tf1_control_flow(graph: Any) -> Iterator[None]:
     """Build gradients of ``graph`` with control flow v2 off while the block runs,
     if the graph holds TF1 loops: TensorFlow differentiates their TensorArrays only
     so (with v2 on, tensor_array_grad fails on ``assert handle is None``). The
@@ -550,7 +552,7 @@ def _import(tf, graph_def, meta, kwargs):
     return [graph.as_graph_element(f"{scope}/{name}" if scope else name) for name in elements]
 
 
-def with_routed_calls(graph_def):
+def with_routed_calls(graph_def: Any) -> Any:
     """``graph_def``, or a copy of it whose calls into functions that hold overrides
     (at the top level and in function bodies) carry the ``call`` gradient. Marked
     before the graph is built, a call is routed wherever TensorFlow differentiates
@@ -563,7 +565,7 @@ def with_routed_calls(graph_def):
     return routed
 
 
-def route_calls_in(graph_def, all_calls: bool = False) -> list[str]:
+def route_calls_in(graph_def: Any, all_calls: bool = False) -> list[str]:
     """Give the calls of a GraphDef (a message, changed in place) into functions
     that hold overrides the ``call`` gradient, at the top level and in function
     bodies, before a graph is built from it. Returns their names (``function/node``
@@ -582,7 +584,7 @@ def route_calls_in(graph_def, all_calls: bool = False) -> list[str]:
     return routed
 
 
-def route_calls_in_nodes(nodes, overriding: set) -> list[str]:
+def route_calls_in_nodes(nodes: Iterable, overriding: set) -> list[str]:
     """Give the NodeDefs among ``nodes`` that call one of ``overriding`` (and carry
     no override) the ``call`` gradient, in place; returns their names."""
     calls = unrouted_calls_into(nodes, overriding)
@@ -602,18 +604,19 @@ class _LiveOp:
         self.op_type = op.type
 
     @property
-    def override(self):
+    def override(self) -> str | None:
         if ATTR not in self.op.node_def.attr:
             return None
         return self.op.get_attr(ATTR).decode("utf-8", "replace")
 
-    def set_override(self, value):
+    def set_override(self, value: str) -> None:
         from tensorflow.core.framework import attr_value_pb2
 
-        self.op._set_attr(ATTR, attr_value_pb2.AttrValue(s=value.encode("utf-8")))
+        set_op_attr(self.op, ATTR, attr_value_pb2.AttrValue(s=value.encode("utf-8")))
 
 
-def override(graph, ops=None, nodes=None, *, match=(), exclude=(), force=False, allow_missing=False):
+def override(graph: Any, ops: dict | None = None, nodes: dict | None = None, *, match: Sequence[str] = (),
+             exclude: Sequence[str] = (), force: bool = False, allow_missing: bool = False) -> Any:
     """Give ops of an already built ``tf.Graph`` graphgrad gradients, and register them.
 
     ``ops`` maps op types to specs (like ``gradient_override_map``), ``nodes``
