@@ -18,13 +18,8 @@ from .render import echo_json, table
 @click.option("--x", "xs", multiple=True, metavar="TENSOR",
               help="Differentiate with respect to TENSOR (repeatable). Default: the floating-point placeholders y "
               "depends on.")
-@click.option("--y", metavar="TENSOR",
-              help="The tensor to differentiate: the sum of its entries, as tf.gradients does (see --target). "
-              "Default: the model's one floating-point output (of its serving_default signature, else of all "
-              "its signatures, else of the nodes no node reads).")
-@click.option("--target", type=click.IntRange(0), metavar="INDEX",
-              help="Differentiate y[..., INDEX] instead, one class of a classifier's output (a softmax's entries "
-              "sum to 1, so its sum has a zero gradient).")
+@options.y_option
+@options.target_option
 @click.option("--feed", "feeds", multiple=True, metavar="NAME=VALUE",
               help="A value for a placeholder: a number, a JSON list, or a .npy file. Others get random values.")
 @click.option("--batch", type=click.IntRange(1), default=1, show_default=True,
@@ -33,15 +28,9 @@ from .render import echo_json, table
               help="The shape of a placeholder's random feed, e.g. --shape x=1,224,224,3 (default: its known "
               "dimensions, --batch for an unknown first one, 224 for an image's unknown height and width).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random feeds.")
-@click.option("--tag", "tags", metavar="TAGS",
-              help="The MetaGraphDef of a SavedModel to load, by its tag set (e.g. serve, or serve,gpu); "
-              "needed when the SavedModel holds several.")
-@click.option("--allow-effects", is_flag=True,
-              help="Run the graph even if ops on the computed path act outside it (write files, save or restore "
-              "checkpoints, run Python code); refused otherwise.")
-@click.option("--checkpoint", metavar="PREFIX", type=click.Path(),
-              help="Restore a .meta's variables from the checkpoint PREFIX (default: the one beside the file, "
-              "model.ckpt-N for model.ckpt-N.meta; else their initializers).")
+@options.tag_option
+@options.allow_effects_option
+@options.checkpoint_option
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True,
               metavar="SECONDS", help="Stop a run that takes longer, and say so.")
 @click.option("-v", "--verbose", is_flag=True, help="Show TensorFlow's own log lines (hidden by default).")

@@ -13,7 +13,7 @@ from .render import error, json_error
 # command name -> module in graphgrad.cli; each is imported only when run (or listed).
 COMMANDS = {
     "ops": "ops", "rewrite": "rewrite", "insert": "insert", "bypass": "bypass", "reset": "reset",
-    "diff": "diff", "check": "check", "gradients": "gradients",
+    "diff": "diff", "check": "check", "attribute": "attribute", "gradients": "gradients",
 }
 SUMMARIES = {
     "ops": "List op types with node counts, and gradient overrides with their status.",
@@ -23,12 +23,16 @@ SUMMARIES = {
     "reset": "Remove overrides and undo graphgrad's inserted and embedded nodes.",
     "diff": "Nodes added, removed, rewired and changed attributes between A and B.",
     "check": "Compute dy/dx with TensorFlow and explain it (needs TensorFlow).",
+    "attribute": "Saliency and relevance maps by gradient rules: DeepLIFT, LRP, ... (needs TensorFlow).",
     "gradients": "List gradients: name, kind, parameters with defaults, formula, aliases.",
 }
 
 # Words users reach for, and the command that does it.
-ALIASES = {"inspect": "ops", "show": "ops", "list": "ops", "info": "ops", "patch": "rewrite", "override": "rewrite",
-           "undo": "reset", "remove": "reset", "bpda": "bypass", "compare": "diff", "verify": "check", "test": "check"}
+ALIASES = {
+    "inspect": "ops", "show": "ops", "list": "ops", "info": "ops", "patch": "rewrite", "override": "rewrite",
+    "undo": "reset", "remove": "reset", "bpda": "bypass", "explain": "attribute", "saliency": "attribute",
+    "compare": "diff", "verify": "check", "test": "check",
+}
 
 
 

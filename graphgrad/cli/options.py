@@ -140,3 +140,21 @@ debug_option = click.option(
     "--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
     help="Show a traceback on errors.",
 )
+
+# What check and attribute share (the graph they run).
+y_option = click.option("--y", metavar="TENSOR",
+              help="The tensor to differentiate: the sum of its entries, as tf.gradients does (see --target). "
+              "Default: the model's one floating-point output (of its serving_default signature, else of all "
+              "its signatures, else of the nodes no node reads).")
+target_option = click.option("--target", type=click.IntRange(0), metavar="INDEX",
+              help="Differentiate y[..., INDEX] instead, one class of a classifier's output (a softmax's entries "
+              "sum to 1, so its sum has a zero gradient).")
+tag_option = click.option("--tag", "tags", metavar="TAGS",
+              help="The MetaGraphDef of a SavedModel to load, by its tag set (e.g. serve, or serve,gpu); "
+              "needed when the SavedModel holds several.")
+allow_effects_option = click.option("--allow-effects", is_flag=True,
+              help="Run the graph even if ops on the computed path act outside it (write files, save or restore "
+              "checkpoints, run Python code); refused otherwise.")
+checkpoint_option = click.option("--checkpoint", metavar="PREFIX", type=click.Path(),
+              help="Restore a .meta's variables from the checkpoint PREFIX (default: the one beside the file, "
+              "model.ckpt-N for model.ckpt-N.meta; else their initializers).")

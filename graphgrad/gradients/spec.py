@@ -256,6 +256,13 @@ def _coerce(gradient: str, param, value):
     return float(value)
 
 
+def parse_stages(text: str) -> list[tuple[str, list, dict]]:
+    """``(name, positional arguments, keyword arguments)`` of each stage of a
+    pipeline in the spec grammar, not bound to any gradient (the names of
+    ``graphgrad attribute``'s methods are spelt so)."""
+    return _Parser(text.strip()).pipeline()
+
+
 def parse_spec(text: str) -> GradientSpec:
     """Parse a gradient spec string into a :class:`GradientSpec`.
 

@@ -118,6 +118,68 @@ class CheckReport:
         return self.summed_softmax is None and all(g.status == "finite" for g in self.gradients)
 
 
+@dataclass
+class Run:
+    """A model loaded to run in graph mode (what ``check`` and ``attribute`` share):
+    the file, the MetaGraphDef chosen, the tf.Graph and Session, and x and y."""
+
+    model: Model
+    tags: list | None
+    checkpoint: str | None
+    graph: Any
+    session: Any
+    unresolved: set
+    routed: list
+    y: str = ""
+    y_name: str = ""  # y's name in the model's signatures, if it has one
+    y_tensor: Any = None
+    xs: list = field(default_factory=list)
+    x_tensors: list = field(default_factory=list)
+
+
+def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None, checkpoint: str | None,
+                allow_effects: bool, command: str = "check") -> Run:
+    """Load ``model`` and find x and y as ``check`` does (signature names taken;
+    without y, the one floating-point output; without xs, the floating-point
+    placeholders y depends on), refusing ops with effects outside the graph on the
+    path unless ``allow_effects``."""
+    chosen = _tag_set(model, tags)
+    prefix = checkpoint or _checkpoint_beside(model)
+    graph, session, unresolved, routed = _load(model, chosen, prefix)
+    named = _signature_names(model, chosen)  # signature input and output names, to their tensors
+    run = Run(model, chosen, prefix, graph, session, unresolved, routed)
+    run.y = named.get(y, y) if y else _only_output(graph, model, chosen)
+    run.y_name = next((name for name, tensor in named.items() if _same_tensor(tensor, run.y)), "")
+    with graph.as_default():
+        run.y_tensor = _tensor(graph, run.y)
+        if not _floating(run.y_tensor.dtype):
+            raise CheckUsageError(
+                f"--y {run.y} is {run.y_tensor.dtype.name}: {command} differentiates a floating-point tensor"
+                + _signatures(model, chosen)
+            )
+        run.xs = [named.get(x, x) for x in xs] or _float_placeholders(run.y_tensor)
+        run.x_tensors = [_tensor(graph, x) for x in run.xs]
+        effects = effects_in([op.node_def for op in _ancestors([run.y_tensor] + run.x_tensors)],
+                             function_bodies(_graph_def(model, chosen)))
+    if effects and not allow_effects:
+        raise GraphgradError(
+            f"{model.path}: {command} runs the graph, and {len(effects)} op(s) on the path act outside it "
+            f"({first_names(sorted(effects))}); to run it anyway, add --allow-effects"
+        )
+    return run
+
+
+def tensor_entry(y: Any, target: int | None) -> Any:
+    """``y[..., target]``, or y itself when there is no target (a usage error names
+    the entries there are)."""
+    return _entry(y, target)
+
+
+def ops_between(xs: Sequence, y: Any) -> set:
+    """The ops on a path from some tensor of ``xs`` to ``y`` (any dtype)."""
+    return _between(xs, y, only_differentiable=False)
+
+
 def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: dict | None = None, batch: int = 1,
                 seed: int = 0, kind: str | None = None,
                 tags: str | None = None, target: int | None = None, allow_effects: bool = False,
@@ -137,35 +199,17 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
     A run that takes over ``timeout`` seconds is stopped and reported. ``shapes``
     (placeholder name -> dimensions) sets the shape of random feeds."""
     model = read_model(path, kind)
-    chosen = _tag_set(model, tags)
-    prefix = checkpoint or _checkpoint_beside(model)
-    graph, session, unresolved, routed = _load(model, chosen, prefix)
-    named = _signature_names(model, chosen)  # signature input and output names, to their tensors
-    y = named.get(y, y) if y else _only_output(graph, model, chosen)
-    xs = [named.get(x, x) for x in xs]
-    report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()))
-    report.y_name = next((name for name, tensor in named.items() if _same_tensor(tensor, y)), "")
+    run = prepare_run(model, xs, y, tags, checkpoint, allow_effects)
+    chosen, prefix, graph, session, unresolved, routed = (run.tags, run.checkpoint, run.graph, run.session,
+                                                          run.unresolved, run.routed)
+    y, xs, y_tensor, x_tensors = run.y, run.xs, run.y_tensor, run.x_tensors
+    report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()), y_name=run.y_name)
     if model.kind == METAGRAPH and graph.get_collection("variables"):
         report.variables = f"restored from {prefix}" if prefix else "initialised by their initializers (no checkpoint)"
     report.routed_calls = list(routed[0])  # the ones that make overrides apply
     # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
     loaded = [op for op in graph.get_operations() if op.name not in routed[0] + routed[1]]
     with graph.as_default():
-        y_tensor = _tensor(graph, y)
-        if not _floating(y_tensor.dtype):
-            raise CheckUsageError(
-                f"--y {y} is {y_tensor.dtype.name}: check differentiates a floating-point tensor"
-                + _signatures(model, chosen)
-            )
-        xs = list(xs) or _float_placeholders(y_tensor)
-        x_tensors = [_tensor(graph, x) for x in xs]
-        effects = effects_in([op.node_def for op in _ancestors([y_tensor] + x_tensors)],
-                             function_bodies(_graph_def(model, chosen)))
-        if effects and not allow_effects:
-            raise GraphgradError(
-                f"{path}: check runs the graph, and {len(effects)} op(s) on the path act outside it "
-                f"({first_names(sorted(effects))}); to run it anyway, add --allow-effects"
-            )
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report, shapes)
         _refuse_unfed_pipelines([y_tensor] + x_tensors, feed)
         differentiated = _entry(y_tensor, target)

@@ -1,0 +1,93 @@
+"""graphgrad attribute: saliency and relevance maps from a graph file (needs TensorFlow)."""
+
+import io
+
+import click
+
+from ..errors import UsageError
+from ..files.io import read_small_file, write_chunks
+from . import options
+from .render import echo_json, table
+
+INPUT_LIMIT = 1 << 31  # bytes of an .npy input or baseline: protobuf's own limit on a graph
+
+
+@click.command("attribute")
+@click.argument("model", type=click.Path())
+@click.option("--method", "method_text", required=True, metavar="METHOD",
+              help="gradient, grad_x_input, integrated_gradients(steps=50), guided_backprop, deconvnet, "
+              "eps_lrp(eps=0.0001) or deeplift.")
+@click.option("--input", "input_path", required=True, metavar="FILE.npy", type=click.Path(),
+              help="The rows to explain, an array of x's shape (batch first).")
+@click.option("--x", metavar="TENSOR", help="The input to attribute to (default: as check finds it).")
+@options.y_option
+@options.target_option
+@click.option("--baseline", default="zero", show_default=True, metavar="zero|FILE.npy",
+              help="The reference of deeplift and integrated_gradients: zeros, or an array of x's shape (or one row).")
+@click.option("-o", "--output", "out", required=True, metavar="OUT.npy", type=click.Path(),
+              help="Write the attributions there, an array of x's shape.")
+@click.option("--allow-uncovered", is_flag=True,
+              help="Compute eps_lrp or deeplift even where an op type on the path has no rule (named either way).")
+@options.tag_option
+@options.checkpoint_option
+@options.allow_effects_option
+@options.format_option
+@options.json_option
+@options.debug_option
+def attribute_command(model, method_text, input_path, x, y, target, baseline, out, allow_uncovered, tags,
+                      checkpoint, allow_effects, kind, as_json):
+    """Attribute y[..., TARGET] to x for every row of --input, by the METHOD's
+    gradient rules applied to a copy of the graph in memory (the file is not changed).
+
+    Op types on the path that the method has no rule for are named before the graph
+    runs; eps_lrp and deeplift refuse them unless --allow-uncovered. Like check,
+    this runs the graph (ops acting outside it are refused unless --allow-effects).
+
+    \b
+    Examples:
+      graphgrad attribute model.pb --method guided_backprop --input images.npy --target 3 -o saliency.npy
+      graphgrad attribute model.pb --method deeplift --input rows.npy --baseline mean.npy -o relevance.npy
+    """
+    from ..tf.attribute import AttributeOptions, attribute_model, parse_method
+    from .check import native_stderr_shown  # TensorFlow's own log lines, hidden as check hides them
+
+    method = parse_method(method_text)
+    inputs = _load_array(input_path, "--input")
+    reference = None if baseline == "zero" else _load_array(baseline, "--baseline")
+    attribute_options = AttributeOptions(method, x, y, target, allow_uncovered, allow_effects, kind, tags, checkpoint)
+    with native_stderr_shown(click.get_current_context().meta.get("graphgrad.debug", False)):
+        attributions, report = attribute_model(model, inputs, reference, attribute_options)
+    _save_array(out, attributions)
+    if as_json:
+        echo_json({"output": out, **report.__dict__})
+        return
+    of = f"{report.y}[..., {report.target}]" if report.target is not None else report.y
+    click.echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}")
+    if report.rules:
+        click.echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))
+    if report.uncovered:
+        click.echo(f"  no rule for: {', '.join(report.uncovered)} (their own gradients were used)")
+    if report.completeness:
+        click.echo("  completeness (attributions sum against f(x) - f(baseline)):")
+        rows = [["row", "sum", "f(x) - f(baseline)"]] + [
+            [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}"] for c in report.completeness]
+        click.echo(table(rows, indent="    "))
+
+
+def _load_array(path: str, what: str):
+    import numpy as np
+
+    try:
+        return np.load(io.BytesIO(read_small_file(path, INPUT_LIMIT, f"{what} file")), allow_pickle=False)
+    except (ValueError, EOFError) as error:
+        raise UsageError(f"{what} {path} is not a .npy array: {error}") from None
+
+
+def _save_array(path: str, array) -> None:
+    import numpy as np
+
+    if not path.endswith(".npy"):
+        raise UsageError(f"-o {path}: attributions are written as .npy; name a file ending in .npy")
+    stream = io.BytesIO()
+    np.save(stream, array, allow_pickle=False)
+    write_chunks(path, [stream.getvalue()])

@@ -1,0 +1,202 @@
+"""graphgrad attribute: attributions of a graph file's output, by gradient overrides.
+
+A method is a set of rules of the gradient library on op types (guided
+backpropagation: ``guided_relu`` on the Relu family; epsilon-LRP: ``eps_lrp`` on
+the elementwise nonlinearities; ...), applied to a copy of the graph in memory,
+then tf.gradients of ``y[..., target]`` with respect to x, times the input for the
+methods that say so. Linear and structural ops keep their own gradient; any other
+op type on the x -> y paths that the method has no rule for is named before the
+graph runs (and refused for the methods whose meaning depends on a rule at every
+nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.check.prepare_run`).
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..edits.rewrite import RewriteOptions, rewrite_model
+from ..edits.select import OP, Rule
+from ..errors import GraphgradError, UsageError
+from ..files.io import read_model
+from ..gradients.attribution import NONLINEARITIES
+from ..gradients.masking import RELU_FAMILY
+from ..gradients.spec import parse_spec, parse_stages
+from .check import ops_between, prepare_run, tensor_entry
+from .runtime import tensorflow
+
+# Op types whose own gradient every method keeps: linear in their data input, or
+# only moving entries around (so the rules at the nonlinearities decide).
+PASS_THROUGH = frozenset({
+    "Placeholder", "PlaceholderWithDefault", "Const", "Identity", "IdentityN", "StopGradient", "Snapshot",
+    "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv1D", "Conv2D", "Conv3D",
+    "DepthwiseConv2dNative", "Conv2DBackpropInput", "BiasAdd", "Add", "AddV2", "AddN", "Sub", "Neg", "Mul",
+    "RealDiv", "Reshape", "Squeeze", "ExpandDims", "Transpose", "ConcatV2", "Pack", "Unpack", "Split", "SplitV",
+    "Slice", "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "GatherV2", "MaxPool", "AvgPool", "MaxPool3D",
+    "AvgPool3D", "Mean", "Sum", "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "Cast", "Shape",
+    "Fill", "ZerosLike", "OnesLike", "Select", "SelectV2", "ResizeBilinear", "ResizeNearestNeighbor",
+})
+
+
+@dataclass(frozen=True)
+class Method:
+    """An attribution method: rules by op type, and what multiplies the gradient."""
+
+    name: str
+    rules: tuple = ()  # (op types, spec text)
+    times_input: bool = False  # times x (gradient x input, LRP), or x - baseline (DeepLIFT, IG)
+    baseline: bool = False  # takes a baseline (x - baseline; DeepLIFT's batch, IG's path)
+    steps: int = 0  # integrated gradients' steps
+    complete: bool = False  # needs a rule at every nonlinearity (refuses uncovered op types)
+
+
+def _methods(name: str, args: dict) -> Method:
+    """The method ``name`` with its arguments (as the spec grammar parsed them)."""
+    def take(key: str, default, kind=float):
+        value = args.pop(key, default)
+        wrong = not isinstance(value, int if kind is int else (int, float)) or isinstance(value, bool)
+        if wrong:
+            raise UsageError(f"--method {name}: {key} must be a number, got {value!r}")
+        return kind(value)
+
+    if name == "gradient":
+        method = Method(name)
+    elif name == "grad_x_input":
+        method = Method(name, times_input=True)
+    elif name == "integrated_gradients":
+        steps = take("steps", 50, int)
+        if steps < 1:
+            raise UsageError(f"--method integrated_gradients: steps must be at least 1, got {steps}")
+        method = Method(f"integrated_gradients(steps={steps})", times_input=True, baseline=True, steps=steps)
+    elif name == "guided_backprop":
+        method = Method(name, rules=((RELU_FAMILY, "guided_relu"),))
+    elif name == "deconvnet":
+        method = Method(name, rules=((RELU_FAMILY, "deconvnet"),))
+    elif name == "eps_lrp":
+        eps = take("eps", 1e-4)
+        spec = parse_spec(f"eps_lrp(eps={eps!r})")  # the gradient's own check of eps
+        method = Method(f"eps_lrp(eps={eps!r})", rules=((NONLINEARITIES, spec.canonical),), times_input=True,
+                        complete=True)
+    elif name == "deeplift":
+        method = Method(name, rules=((NONLINEARITIES, "deeplift"),), times_input=True, baseline=True,
+                        complete=True)
+    else:
+        raise UsageError(f"--method {name}: no such method; the methods are {', '.join(METHODS)}")
+    if args:
+        raise UsageError(f"--method {name}: no parameter {', '.join(args)}")
+    return method
+
+
+METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
+           "eps_lrp(eps=0.0001)", "deeplift")
+
+
+def parse_method(text: str) -> Method:
+    """A method as ``--method`` spells it: ``deeplift``, ``eps_lrp(eps=0.01)``,
+    ``integrated_gradients(steps=100)`` (the spec grammar; nothing is evaluated)."""
+    stages = parse_stages(text)
+    if len(stages) != 1:
+        raise UsageError(f"--method {text!r}: one method, e.g. {METHODS[0]} or {METHODS[-1]}")
+    name, positional, keywords = stages[0]
+    if positional:
+        raise UsageError(f"--method {text!r}: name its parameters, e.g. eps_lrp(eps=0.01)")
+    return _methods(name, dict(keywords))
+
+
+@dataclass
+class RowCheck:
+    """Completeness of one row: the attributions' sum against f(x) - f(baseline)."""
+
+    row: int
+    attribution_sum: float
+    output_difference: float
+
+
+@dataclass
+class AttributionReport:
+    model: str
+    method: str
+    x: str
+    y: str
+    target: int | None
+    shape: tuple = ()
+    rules: dict = field(default_factory=dict)  # op type -> the spec the method gives it, for those on the path
+    uncovered: list = field(default_factory=list)  # op types on the path with neither a rule nor a pass-through
+    completeness: list = field(default_factory=list)  # RowCheck, for methods with a baseline
+
+
+@dataclass(frozen=True)
+class AttributeOptions:
+    """What ``graphgrad attribute`` takes besides the model and the input."""
+
+    method: Method
+    x: str | None = None
+    y: str | None = None
+    target: int | None = None
+    allow_uncovered: bool = False
+    allow_effects: bool = False
+    kind: str | None = None
+    tags: str | None = None
+    checkpoint: str | None = None
+
+
+def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOptions) -> tuple[Any, AttributionReport]:
+    """Attributions of ``y[..., target]`` to x for every row of ``inputs`` (an
+    array of x's shape), as ``options.method`` computes them; ``baseline`` (an
+    array of x's shape, or of one row) for the methods that take one, None: zeros.
+    Returns ``(attributions, report)``; the file is not changed."""
+    import numpy as np
+
+    method = options.method
+    model = read_model(path, options.kind)
+    rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
+    patched, _ = rewrite_model(model, RewriteOptions(rules=rules, force=True, allow_missing=True))
+    run = prepare_run(patched, [options.x] if options.x else [], options.y, options.tags, options.checkpoint,
+                      options.allow_effects, command="attribute")
+    if len(run.x_tensors) != 1:
+        raise UsageError(
+            f"attribute differentiates with respect to one x; name it with --x (found {', '.join(run.xs)})"
+        )
+    x_tensor = run.x_tensors[0]
+    report = AttributionReport(path, method.name, run.xs[0], run.y, options.target)
+    given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
+    on_path = {op.type for op in ops_between([x_tensor], run.y_tensor)}
+    report.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
+    if method.rules:
+        report.uncovered = sorted(on_path - set(given) - PASS_THROUGH)
+    if report.uncovered and method.complete and not options.allow_uncovered:
+        raise GraphgradError(
+            f"{path}: {method.name} has no rule for {', '.join(report.uncovered)} on the path from {report.x} to "
+            f"{report.y}, so its attributions would not mean what it says; to compute them anyway, add "
+            "--allow-uncovered"
+        )
+    inputs = np.asarray(inputs, dtype=x_tensor.dtype.as_numpy_dtype)
+    base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
+        np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
+    tf = tensorflow()
+    with run.graph.as_default():
+        output = tensor_entry(run.y_tensor, options.target)
+        [gradient] = tf.compat.v1.gradients(output, [x_tensor])
+    if gradient is None:
+        raise GraphgradError(f"{path}: {report.y} does not depend on {report.x} through floats: no attribution; "
+                             f"graphgrad check {path} --x {report.x} --y {report.y} says why")
+
+    def gradient_at(value):
+        return run.session.run(gradient, {x_tensor: value})
+
+    if method.name == "deeplift":  # the batch is the inputs, then their baselines (SHAP's convention)
+        attributions = gradient_at(np.concatenate([inputs, base]))[: len(inputs)] * (inputs - base)
+    elif method.steps:
+        alphas = (np.arange(method.steps) + 0.5) / method.steps  # the midpoint rule
+        total = sum(gradient_at(base + alpha * (inputs - base)) for alpha in alphas)
+        attributions = total / method.steps * (inputs - base)
+    else:
+        attributions = gradient_at(inputs) * (inputs if method.times_input else 1)
+    report.shape = tuple(attributions.shape)
+    if method.baseline:
+        def per_row(value):
+            values = np.asarray(run.session.run(output, {x_tensor: value}), dtype=np.float64)
+            return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
+
+        differences = per_row(inputs) - per_row(base)
+        sums = np.asarray(attributions, dtype=np.float64).reshape(len(inputs), -1).sum(axis=1)
+        report.completeness = [RowCheck(row, float(s), float(d)) for row, (s, d) in enumerate(zip(sums, differences))]
+    return attributions, report
