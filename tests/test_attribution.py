@@ -160,3 +160,27 @@ def test_a_wrong_method_is_one_line(tmp_path, method, message, code):
     result = run_cli("attribute", fixture("classifier.pb"), "--method", method, "--input",
                      _saved(tmp_path, np.zeros((1, 4), np.float32)), "-o", tmp_path / "o.npy", expect=code)
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_image_attributions_are_drawn_as_a_heat_map_grid(tmp_path):
+    from PIL import Image
+
+    out, picture = tmp_path / "saliency.npy", tmp_path / "saliency.png"
+    run_cli("attribute", fixture("image_net.pb"), "--method", "gradient", "--input", fixture("image_rows.npy"),
+            "--target", "1", "-o", out, "--image", picture)
+    attributions = np.load(out)
+    assert attributions.shape == (4, 8, 8, 3)
+    image = np.asarray(Image.open(picture).convert("RGB"))
+    assert image.shape == (2 * 128 + 2, 2 * 128 + 2, 3)  # four rows: a 2 x 2 grid, 8 x 8 enlarged 16 times
+    heat = attributions[0].sum(axis=2)
+    strongest = np.unravel_index(np.abs(heat).argmax(), heat.shape)
+    pixel = image[strongest[0] * 16, strongest[1] * 16]
+    assert list(pixel) == ([255, 0, 0] if heat[strongest] > 0 else [0, 0, 255])  # full colour at the peak
+
+
+def test_a_heat_map_of_inputs_that_are_not_images_is_refused(tmp_path):
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradient", "--input",
+                     fixture("classifier_rows.npy"), "--y", "logits", "-o", tmp_path / "a.npy", "--image",
+                     tmp_path / "a.png", expect=2)
+    assert "--image draws attributions of images, shaped (N, H, W, C); these are [3, 4]" in result.stderr
+    assert not (tmp_path / "a.npy").exists()

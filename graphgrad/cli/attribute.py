@@ -26,6 +26,9 @@ INPUT_LIMIT = 1 << 31  # bytes of an .npy input or baseline: protobuf's own limi
               help="The reference of deeplift and integrated_gradients: zeros, or an array of x's shape (or one row).")
 @click.option("-o", "--output", "out", required=True, metavar="OUT.npy", type=click.Path(),
               help="Write the attributions there, an array of x's shape.")
+@click.option("--image", metavar="OUT.png", type=click.Path(),
+              help="Also draw the attributions of image inputs (N, H, W, C) as a heat map: red positive, blue "
+              "negative; several rows make a grid (needs Pillow).")
 @click.option("--allow-uncovered", is_flag=True,
               help="Compute eps_lrp or deeplift even where an op type on the path has no rule (named either way).")
 @options.tag_option
@@ -34,7 +37,7 @@ INPUT_LIMIT = 1 << 31  # bytes of an .npy input or baseline: protobuf's own limi
 @options.format_option
 @options.json_option
 @options.debug_option
-def attribute_command(model, method_text, input_path, x, y, target, baseline, out, allow_uncovered, tags,
+def attribute_command(model, method_text, input_path, x, y, target, baseline, out, image, allow_uncovered, tags,
                       checkpoint, allow_effects, kind, as_json):
     """Attribute y[..., TARGET] to x for every row of --input, by the METHOD's
     gradient rules applied to a copy of the graph in memory (the file is not changed).
@@ -57,12 +60,20 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
     attribute_options = AttributeOptions(method, x, y, target, allow_uncovered, allow_effects, kind, tags, checkpoint)
     with native_stderr_shown(click.get_current_context().meta.get("graphgrad.debug", False)):
         attributions, report = attribute_model(model, inputs, reference, attribute_options)
+    picture = None
+    if image:  # drawn before anything is written: a refusal leaves no output
+        from ..jobs.heatmap import heatmap_png
+
+        picture = heatmap_png(attributions)
     _save_array(out, attributions)
+    if picture is not None:
+        write_chunks(image, [picture])
     if as_json:
-        echo_json({"output": out, **report.__dict__})
+        echo_json({"output": out, "image": image, **report.__dict__})
         return
     of = f"{report.y}[..., {report.target}]" if report.target is not None else report.y
-    click.echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}")
+    click.echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}"
+               + (f"; heat map -> {image}" if image else ""))
     if report.rules:
         click.echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))
     if report.uncovered:
