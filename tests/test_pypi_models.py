@@ -80,3 +80,18 @@ def test_check_on_the_real_model_by_signature_name_with_and_without_overrides(ba
     (with_overrides,), (without,) = report["gradients"], report["without_overrides"]
     assert with_overrides["status"] == without["status"] == "finite"
     np.testing.assert_allclose(with_overrides["norm"], without["norm"], rtol=1e-5)
+
+
+def test_attribution_of_a_real_tf2_model(basic_pitch, tmp_path):
+    """graphgrad attribute on the files as shipped: guided backprop through the Relus
+    in nested call ops, as the rewrite route computes it, and the preprocessing's
+    nonlinearities (a log-magnitude spectrogram) named as having no rule."""
+    x = np.random.default_rng(1).standard_normal((1, 43844, 1)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "saliency.npy"
+    report = json.loads(run_cli("attribute", basic_pitch, "--method", "guided_backprop", "--input", tmp_path / "x.npy",
+                                "--x", "input_2", "--y", "note", "-o", out, "--json").stdout)
+    assert report["rules"] == {"Relu": "guided_relu"} and {"Log", "Sigmoid"} <= set(report["uncovered"])
+    guided = tmp_path / "guided"
+    run_cli("rewrite", basic_pitch, "--op", "Relu=guided_relu", "-o", guided)
+    np.testing.assert_allclose(np.load(out), note_gradient(guided, x), rtol=1e-4, atol=1e-6)

@@ -20,6 +20,7 @@ from ..files.io import read_model
 from ..gradients.attribution import NONLINEARITIES
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
+from ..graph.functions import function_bodies, functions_run
 from .check import ops_between, prepare_run, tensor_entry
 from .runtime import tensorflow
 
@@ -33,6 +34,9 @@ PASS_THROUGH = frozenset({
     "Slice", "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "GatherV2", "MaxPool", "AvgPool", "MaxPool3D",
     "AvgPool3D", "Mean", "Sum", "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "Cast", "Shape",
     "Fill", "ZerosLike", "OnesLike", "Select", "SelectV2", "ResizeBilinear", "ResizeNearestNeighbor",
+    # no float output, or no data at all: never on a path a gradient takes
+    "NoOp", "Assert", "ReadVariableOp", "VarHandleOp", "Size", "Rank", "Range", "Equal", "NotEqual", "Less",
+    "LessEqual", "Greater", "GreaterEqual", "All", "Any", "LogicalAnd", "LogicalOr", "LogicalNot",
 })
 
 
@@ -101,6 +105,24 @@ def parse_method(text: str) -> Method:
     return _methods(name, dict(keywords))
 
 
+def _op_types_run(run, ops) -> set:
+    """The op types of ``ops``, with those of the functions they call (call ops,
+    If branches, While bodies; transitively) in place of the calls."""
+    bodies = function_bodies(run.graph.as_graph_def())
+    types = {op.type for op in ops if op.type not in bodies}
+    pending = functions_run([op.node_def for op in ops], bodies)
+    seen: set = set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        nodes = bodies[name]
+        types |= {node.op for node in nodes if node.op not in bodies}
+        pending |= functions_run(nodes, bodies)
+    return types - ({"PartitionedCall", "StatefulPartitionedCall"} if seen else set())
+
+
 @dataclass
 class RowCheck:
     """Completeness of one row: the attributions' sum against f(x) - f(baseline)."""
@@ -158,7 +180,7 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
     x_tensor = run.x_tensors[0]
     report = AttributionReport(path, method.name, run.xs[0], run.y, options.target)
     given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
-    on_path = {op.type for op in ops_between([x_tensor], run.y_tensor)}
+    on_path = _op_types_run(run, ops_between([x_tensor], run.y_tensor))
     report.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
     if method.rules:
         report.uncovered = sorted(on_path - set(given) - PASS_THROUGH)
