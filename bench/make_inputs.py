@@ -4,6 +4,9 @@
   dense.pb   (b) a frozen-model-sized graph: 40 dense layers with Relu, ~100 MB of constants
   small/     (c) 200 small frozen graphs of about 0.9 MB (like tf2onnx's test models)
   many_nodes/ (c') 200 graphs of 8000 small nodes each: CPU-bound work for -j
+  attribution.pb   an MNIST-sized classifier (784 -> 6 x 512 -> 10) through Relu, Tanh
+                   and Sigmoid, scaled so that its values stay finite: for attribution
+                   (python bench/make_inputs.py DIR attribution writes only this one)
 """
 
 import os
@@ -61,6 +64,22 @@ def many_nodes(index: int, nodes: int = 8000):
     return graph.as_graph_def()
 
 
+def attribution_net(width: int = 512, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    graph = tf.Graph()
+    with graph.as_default():
+        h = v1.placeholder(tf.float32, [None, 784], name="x")
+        size = 784
+        for index, activation in enumerate([tf.nn.relu, tf.tanh, tf.nn.relu, tf.sigmoid, tf.nn.relu, tf.tanh]):
+            with tf.name_scope(f"layer{index}"):
+                w = tf.constant((rng.standard_normal((size, width)) * np.sqrt(2 / size)).astype(np.float32), name="w")
+                h = activation(tf.matmul(h, w))
+            size = width
+        out = (rng.standard_normal((size, 10)) / np.sqrt(size)).astype(np.float32)
+        tf.matmul(h, tf.constant(out), name="logits")
+    return graph.as_graph_def()
+
+
 def write(path, graph_def):
     with open(path, "wb") as stream:
         stream.write(graph_def.SerializeToString())
@@ -78,4 +97,7 @@ def main(directory):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[2:] == ["attribution"]:
+        write(os.path.join(sys.argv[1], "attribution.pb"), attribution_net())
+    else:
+        main(sys.argv[1])

@@ -166,13 +166,64 @@ def batch(name, label, repeat, work):
           f"{fixed:.3f} s; work halved, worker pool for free)")
 
 
+ATTRIBUTION_METHODS = ["gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
+                       "eps_lrp(eps=0.0001)", "deeplift"]
+SHAP_TARGET = os.path.join(CACHE, "shaplib")  # shap installed here if the environment lacks it
+
+
+def _shap_path():
+    """Where shap can be imported from ("" if installed), or None, with the reason printed."""
+    if subprocess.run([PYTHON, "-c", "import shap"], capture_output=True).returncode == 0:
+        return ""
+    if not os.path.isdir(SHAP_TARGET):
+        print("installing shap for the comparison (once) ...", flush=True)
+        installed = subprocess.run([PYTHON, "-m", "pip", "install", "--quiet", "--target", SHAP_TARGET, "shap"],
+                                   capture_output=True, text=True)
+        if installed.returncode:
+            shutil.rmtree(SHAP_TARGET, ignore_errors=True)
+            print(f"  SHAP's DeepExplainer not measured: pip install shap failed ({installed.stderr.strip()[-200:]})")
+            return None
+    return SHAP_TARGET
+
+
+def attribution(repeat, work):
+    """Each method of graphgrad attribute against a plain gradient, and deeplift
+    against SHAP's DeepExplainer (the same rule) on the same graph, 64 rows."""
+    import numpy as np
+
+    source = os.path.join(CACHE, "attribution.pb")
+    if not os.path.exists(source):
+        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "attribution"], check=True, env=ENV)
+    rows = os.path.join(work, "rows.npy")
+    np.save(rows, np.random.default_rng(0).uniform(0, 1, size=(64, 784)).astype(np.float32))
+    commands = {
+        method: GRAPHGRAD + ["attribute", source, "--method", method, "--input", rows, "--y", "logits", "--target", "0",
+                             "-o", os.path.join(work, f"{index}.npy")]
+        for index, method in enumerate(ATTRIBUTION_METHODS)
+    }
+    shap_path = _shap_path()
+    if shap_path is not None:
+        commands["SHAP DeepExplainer"] = [PYTHON, os.path.join(HERE, "shap_route.py"), source, "x:0", "logits:0", "0",
+                                          rows, os.path.join(work, "shap.npy"), *([shap_path] if shap_path else [])]
+    results = measure(commands, repeat)
+    base = results["gradient"][0]
+    print("\nattribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows   (ratios against a plain gradient)")
+    for label, (seconds, rss) in results.items():
+        print(row(label, seconds, rss, base))
+    if shap_path is not None:
+        ours, theirs = np.load(os.path.join(work, f"{ATTRIBUTION_METHODS.index('deeplift')}.npy")), np.load(
+            os.path.join(work, "shap.npy"))
+        print(f"  deeplift vs SHAP DeepExplainer: {results['SHAP DeepExplainer'][0] / results['deeplift'][0]:.2f}x "
+              f"faster; largest difference {np.abs(ours - theirs).max():.2e} (values up to {np.abs(theirs).max():.2e})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=["chain", "dense", "batch"], action="append",
+    parser.add_argument("--only", choices=["chain", "dense", "batch", "attribution"], action="append",
                         help="run only these cases (repeatable); default: all")
     args = parser.parse_args()
-    cases = args.only or ["chain", "dense", "batch"]
+    cases = args.only or ["chain", "dense", "batch", "attribution"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -192,6 +243,8 @@ def main():
         if "batch" in cases:
             batch("small", "200 small frozen graphs (0.9 MB each, mostly copied)", args.repeat, work)
             batch("many_nodes", "200 graphs of 8000 small nodes (CPU-bound)", args.repeat, work)
+        if "attribution" in cases:
+            attribution(args.repeat, work)
 
 
 if __name__ == "__main__":
