@@ -54,6 +54,8 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
     from ..tf.attribute import AttributeOptions, attribute_model, parse_method
     from .check import native_stderr_shown  # TensorFlow's own log lines, hidden as check hides them
 
+    if not out.endswith(".npy"):
+        raise UsageError(f"-o {out}: attributions are written as .npy; name a file ending in .npy")
     method = parse_method(method_text)
     inputs = _load_array(input_path, "--input")
     reference = None if baseline == "zero" else _load_array(baseline, "--baseline")
@@ -97,8 +99,6 @@ def _load_array(path: str, what: str):
 def _save_array(path: str, array) -> None:
     import numpy as np
 
-    if not path.endswith(".npy"):
-        raise UsageError(f"-o {path}: attributions are written as .npy; name a file ending in .npy")
     stream = io.BytesIO()
     np.save(stream, array, allow_pickle=False)
     write_chunks(path, [stream.getvalue()])
