@@ -43,6 +43,7 @@ from .internals import (
 )
 from .runtime import (
     holds_tf1_loops,
+    import_tf1_loops,
     is_registered,
     overrides_in,
     register_gradients,
@@ -401,7 +402,7 @@ def _load(model: Model, tags: list | None, checkpoint: str | None = None):
                 graph_def = _tf_message(tf.compat.v1.GraphDef, model.message)
                 for node in graph_def.node:
                     node.device = ""
-                tf.compat.v1.import_graph_def(graph_def, name="")
+                import_tf1_loops(tf, graph_def, name="")
             elif model.kind == METAGRAPH:
                 saver = _import_meta_graph(tf, _tf_message(tf.compat.v1.MetaGraphDef, model.message))
                 session.run(tf.compat.v1.global_variables_initializer())

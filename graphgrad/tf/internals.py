@@ -66,3 +66,25 @@ def set_op_attr(op: Any, key: str, value: Any) -> None:
     what ``Graph.gradient_override_map`` does while an op is created; ``tf`` has no
     way to do it after."""
     op._set_attr(key, value)
+
+
+def while_context(definition: dict, import_scope: str | None, outer: Any = None) -> Any:
+    """A TF1 ``WhileContext`` rebuilt from the fields of a ``WhileContextDef``
+    (``definition``: its field names, ``values`` and ``external_values`` those of
+    its ``values_def``), as ``import_meta_graph`` rebuilds one from its collection,
+    inside ``outer`` (the context of the loop around it, or None). It sets itself
+    on the ops it names. Call it with the graph as the default graph."""
+    from tensorflow.core.protobuf import control_flow_pb2
+    from tensorflow.python.ops import control_flow_ops
+
+    fields = dict(definition)
+    values = control_flow_pb2.ValuesDef(values=sorted(fields.pop("values")),
+                                        external_values=fields.pop("external_values"))
+    context_def = control_flow_pb2.WhileContextDef(values_def=values, **fields)
+    if outer is not None:
+        outer.Enter()
+    try:
+        return control_flow_ops.WhileContext(context_def=context_def, import_scope=import_scope)
+    finally:
+        if outer is not None:
+            outer.Exit()

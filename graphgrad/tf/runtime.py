@@ -37,6 +37,7 @@ from ..graph.functions import (
 from ..graph.model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
 from ..names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
 from .internals import custom_gradient_name, gradient_registry_entries, registered_gradient, set_op_attr
+from .loops import prepare_loops, restore_loop_contexts
 
 _LOCK = threading.Lock()
 _MESSAGE_KINDS = {"GraphDef": GRAPHDEF, "MetaGraphDef": METAGRAPH, "SavedModel": SAVEDMODEL}
@@ -540,7 +541,7 @@ CONTROL_FLOW_COLLECTIONS = ("while_context", "cond_context")
 
 def _import(tf, graph_def, meta, kwargs):
     if meta is None or not any(key in meta.collection_def for key in CONTROL_FLOW_COLLECTIONS):
-        return tf.compat.v1.import_graph_def(graph_def, **kwargs)
+        return import_tf1_loops(tf, graph_def, **kwargs)
     meta_graph_def = tf.compat.v1.MetaGraphDef.FromString(meta.SerializeToString())
     meta_graph_def.graph_def.CopyFrom(graph_def)
     scope = kwargs.get("name", "import")  # import_graph_def's default scope
@@ -550,6 +551,17 @@ def _import(tf, graph_def, meta, kwargs):
         return None
     graph = tf.compat.v1.get_default_graph()
     return [graph.as_graph_element(f"{scope}/{name}" if scope else name) for name in elements]
+
+
+def import_tf1_loops(tf: Any, graph_def: Any, **kwargs: Any) -> Any:
+    """``tf.compat.v1.import_graph_def`` of a TensorFlow GraphDef, and, where it holds
+    TF1 while loops (a frozen graph's), the loop contexts that freezing lost, rebuilt
+    (:mod:`graphgrad.tf.loops`), so that tf.gradients can differentiate them."""
+    prepared = prepare_loops(graph_def)
+    imported = tf.compat.v1.import_graph_def(prepared, **kwargs)
+    if prepared.node and any(node.op in ("Enter", "RefEnter") for node in prepared.node):
+        restore_loop_contexts(tf.compat.v1.get_default_graph(), prepared, kwargs.get("name", "import"))
+    return imported
 
 
 def with_routed_calls(graph_def: Any) -> Any:
