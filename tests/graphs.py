@@ -88,3 +88,26 @@ def calling_graph(frozen: bool = False) -> GraphDef:
     cond.attr["then_branch"].func.name = "branch"
     cond.attr["else_branch"].func.name = "branch"
     return graph_def
+
+
+def mutated(original: bytes, data, rounds: int = 8, span: int = 16) -> bytes:
+    """``original`` after 1 to ``rounds`` random edits drawn from hypothesis's
+    ``data``: bit flips (most often), a byte set, truncation, up to ``span`` bytes
+    inserted, or up to 4 x ``span`` deleted."""
+    from hypothesis import strategies as st
+
+    edited = bytearray(original)
+    for _ in range(data.draw(st.integers(1, rounds))):
+        operation = data.draw(st.sampled_from(["flip", "flip", "flip", "byte", "truncate", "insert", "delete"]))
+        position = data.draw(st.integers(0, max(len(edited) - 1, 0)))
+        if operation == "flip" and edited:
+            edited[position] ^= 1 << data.draw(st.integers(0, 7))
+        elif operation == "byte" and edited:
+            edited[position] = data.draw(st.integers(0, 255))
+        elif operation == "truncate":
+            del edited[position:]
+        elif operation == "insert":
+            edited[position:position] = data.draw(st.binary(min_size=1, max_size=span))
+        elif edited:
+            del edited[position:position + data.draw(st.integers(1, 4 * span))]
+    return bytes(edited)

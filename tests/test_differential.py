@@ -11,7 +11,7 @@ import os
 
 import pytest
 from conftest import REALGRAPHS, fixture, rule_options
-from graphs import frozen_graph
+from graphs import frozen_graph, mutated
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -55,21 +55,7 @@ SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[Heal
 
 
 def mutate(original: bytes, data) -> bytes:
-    mutated = bytearray(original)
-    for _ in range(data.draw(st.integers(1, 3))):
-        operation = data.draw(st.sampled_from(["flip", "flip", "flip", "byte", "truncate", "insert", "delete"]))
-        position = data.draw(st.integers(0, max(len(mutated) - 1, 0)))
-        if operation == "flip" and mutated:
-            mutated[position] ^= 1 << data.draw(st.integers(0, 7))
-        elif operation == "byte" and mutated:
-            mutated[position] = data.draw(st.integers(0, 255))
-        elif operation == "truncate":
-            del mutated[position:]
-        elif operation == "insert":
-            mutated[position:position] = data.draw(st.binary(min_size=1, max_size=8))
-        elif mutated:
-            del mutated[position:position + data.draw(st.integers(1, 16))]
-    return bytes(mutated)
+    return mutated(original, data, rounds=3, span=4)
 
 
 def full_reading(data: bytes):
@@ -229,12 +215,12 @@ def test_fast_readings_of_mutated_graphs_agree_with_the_full_parse(original, dat
 @SETTINGS
 @given(st.sampled_from(ORIGINALS), st.data())
 def test_windowed_readings_of_mutated_graphs_agree_with_the_full_parse(tmp_path_factory, original, data):
-    mutated = mutate(original, data)
-    assume(mutated)  # an empty file is refused before any reading (tests/test_hostile.py)
+    edited = mutate(original, data)
+    assume(edited)  # an empty file is refused before any reading (tests/test_hostile.py)
     path = tmp_path_factory.mktemp("windowed") / "g.pb"
-    path.write_bytes(mutated)
+    path.write_bytes(edited)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        compare(Windowed(path, monkeypatch), mutated)
+        compare(Windowed(path, monkeypatch), edited)
 
 
 def test_a_corrupt_constant_is_refused_by_every_reading(tmp_path):

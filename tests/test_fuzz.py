@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture
+from graphs import mutated
 from graphgrad import GraphgradError, SpecError, parse_spec
 from graphgrad.files.io import parse_model_bytes
 
@@ -32,19 +33,7 @@ def test_random_bytes(data):
 @SETTINGS
 @given(st.sampled_from(FIXTURES), st.data())
 def test_mutated_model_files(original, data):
-    mutated = bytearray(original)
-    for _ in range(data.draw(st.integers(1, 8))):
-        operation = data.draw(st.sampled_from(["flip", "truncate", "insert", "delete"]))
-        position = data.draw(st.integers(0, max(len(mutated) - 1, 0)))
-        if operation == "flip" and mutated:
-            mutated[position] ^= 1 << data.draw(st.integers(0, 7))
-        elif operation == "truncate":
-            del mutated[position:]
-        elif operation == "insert":
-            mutated[position:position] = data.draw(st.binary(min_size=1, max_size=16))
-        elif mutated:
-            del mutated[position:position + data.draw(st.integers(1, 64))]
-    read(bytes(mutated))
+    read(mutated(original, data))
 
 
 def check_spec(text):

@@ -6,7 +6,7 @@ from ..edits.surgery import BypassOptions
 from ..gradients.spec import parse_spec
 from ..jobs.api import bypass_file
 from . import options
-from .render import echo_json, in_graph, render_change_results
+from .render import finish_one, in_graph
 
 
 @click.command("bypass")
@@ -37,10 +37,7 @@ def bypass_command(model, source, target, spec, out, in_place, dry_run, encoding
     """
     output = options.make_output(out, in_place, dry_run, encoding)
     result = bypass_file(model, BypassOptions(source, target, parse_spec(spec)), output, kind)
-    if as_json:
-        echo_json({"files": [result]})
-    else:
-        render_change_results([result], _render_report)
+    finish_one(result, as_json, _render_report)
 
 
 def _render_report(report, dry_run) -> list[str]:

@@ -8,7 +8,7 @@ from ..gradients.spec import parse_spec
 from ..gradients.user_modules import load_gradient_module
 from ..jobs.api import insert_file
 from . import options
-from .render import echo_json, in_graph, render_change_results
+from .render import finish_one, in_graph
 
 
 @click.command("insert")
@@ -44,10 +44,7 @@ def insert_command(model, tensor, spec, consumers, out, in_place, dry_run, encod
         dtype=parse_dtype(dtype) if dtype else None,
     )
     result = insert_file(model, insert_options, output, kind)
-    if as_json:
-        echo_json({"files": [result]})
-    else:
-        render_change_results([result], _render_report)
+    finish_one(result, as_json, _render_report)
 
 
 def _render_report(report, dry_run) -> list[str]:

@@ -67,6 +67,14 @@ def json_error(message: str, exit_code: int) -> None:
 LISTED_NOTES = 5  # distinct notes; a zoo rewritten with --allow-missing repeats a few in every file
 
 
+def finish_one(result: Any, as_json: bool, render_report: Callable) -> None:
+    """Print one file's result of a command that changes one model (insert, bypass)."""
+    if as_json:
+        echo_json({"files": [result]})
+    else:
+        render_change_results([result], render_report)
+
+
 def render_change_results(results: Sequence, render_report: Callable, summarize_report: Callable | None = None,
                           notes_of: Callable | None = None) -> None:
     """One file: ``input -> output`` and the report's lines (or the error).
