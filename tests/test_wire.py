@@ -289,6 +289,8 @@ def test_node_level_edits_of_a_frozen_model_read_no_constant(tmp_path, reads, ar
     assert read_model(str(out)).message == expected.message
     run_cli(args[0], out, *args[1:], "-o", tmp_path / "again.pb")  # idempotent: nothing more to do
     assert read_model(str(tmp_path / "again.pb")).message == expected.message
+    run_cli(args[0], source, *args[1:], "-o", tmp_path / "twice.pb")  # equal inputs give equal bytes
+    assert (tmp_path / "twice.pb").read_bytes() == out.read_bytes()
 
 
 def test_ranges_are_copied_where_the_kernel_cannot(tmp_path, monkeypatch):
