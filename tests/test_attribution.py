@@ -191,3 +191,26 @@ def test_attribute_runs_the_graph_so_effects_outside_it_are_refused(tmp_path):
                      "--input", fixture("classifier_rows.npy"), "-o", tmp_path / "a.npy", expect=1)
     assert "attribute runs the graph" in result.stderr and "py_identity (PyFunc)" in result.stderr
     assert "--allow-effects" in result.stderr and not (tmp_path / "a.npy").exists()
+
+
+@pytest.mark.parametrize("rows, baseline, message", [
+    (np.zeros((2, 5), np.float32), None, r"--input has shape \[2, 5\], and x takes \[None, 4\]"),
+    (np.zeros((2, 4), np.float32), np.zeros((3,), np.float32), r"--baseline has shape \[3\]"),
+])
+def test_inputs_and_baselines_of_the_wrong_shape_are_one_line(tmp_path, rows, baseline, message):
+    args = []
+    if baseline is not None:
+        np.save(tmp_path / "base.npy", baseline)
+        args = ["--baseline", tmp_path / "base.npy"]
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "deeplift", "--y", "logits", "--input",
+                     _saved(tmp_path, rows), "-o", tmp_path / "a.npy", *args, expect=2)
+    assert len(result.stderr.strip().splitlines()) == 1
+    import re
+    assert re.search(message, result.stderr), result.stderr
+
+
+def test_attribution_through_a_frozen_tf1_loop(tmp_path):
+    """A frozen while loop (y = x^12): its contexts rebuilt, gradient x input = 12 y."""
+    rows = np.array([[1.1, 0.9]], np.float32).reshape(1, 2)
+    attributions, report = attribute(tmp_path, "tf1_nested_loops.pb", "grad_x_input", rows.reshape(2), "--y", "y")
+    np.testing.assert_allclose(attributions, 12 * rows.reshape(2).astype(np.float64) ** 12, rtol=1e-5)

@@ -21,8 +21,8 @@ from ..gradients.attribution import NONLINEARITIES
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import function_bodies, functions_run
-from .check import ops_between, prepare_run, tensor_entry
-from .runtime import tensorflow
+from .check import ops_between, prepare_run, tensor_entry, tensorflow_says
+from .runtime import tensorflow, tf1_control_flow
 
 # Op types whose own gradient every method keeps: linear in their data input, or
 # only moving entries around (so the rules at the nonlinearities decide).
@@ -191,18 +191,31 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
             "--allow-uncovered"
         )
     inputs = np.asarray(inputs, dtype=x_tensor.dtype.as_numpy_dtype)
-    base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
-        np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
+    if not x_tensor.shape.is_compatible_with(inputs.shape):
+        wanted = x_tensor.shape.as_list() if x_tensor.shape.rank is not None else "any shape"
+        raise UsageError(f"--input has shape {list(inputs.shape)}, and {report.x} takes {wanted} (None: any size)")
+    try:
+        base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
+            np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
+    except ValueError:
+        raise UsageError(f"--baseline has shape {list(np.shape(baseline))}: give one of the input's shape "
+                         f"{list(inputs.shape)}, or of one row") from None
     tf = tensorflow()
-    with run.graph.as_default():
+    with run.graph.as_default(), tf1_control_flow(run.graph):
         output = tensor_entry(run.y_tensor, options.target)
         [gradient] = tf.compat.v1.gradients(output, [x_tensor])
     if gradient is None:
         raise GraphgradError(f"{path}: {report.y} does not depend on {report.x} through floats: no attribution; "
                              f"graphgrad check {path} --x {report.x} --y {report.y} says why")
 
+    def evaluate(fetch, value):
+        try:
+            return run.session.run(fetch, {x_tensor: value})
+        except tf.errors.OpError as error:
+            raise GraphgradError(f"{path}: TensorFlow says: {tensorflow_says(error)}") from None
+
     def gradient_at(value):
-        return run.session.run(gradient, {x_tensor: value})
+        return evaluate(gradient, value)
 
     if method.name == "deeplift":  # the batch is the inputs, then their baselines (SHAP's convention)
         attributions = gradient_at(np.concatenate([inputs, base]))[: len(inputs)] * (inputs - base)
@@ -215,7 +228,7 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
     report.shape = tuple(attributions.shape)
     if method.baseline:
         def per_row(value):
-            values = np.asarray(run.session.run(output, {x_tensor: value}), dtype=np.float64)
+            values = np.asarray(evaluate(output, value), dtype=np.float64)
             return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
 
         differences = per_row(inputs) - per_row(base)
