@@ -663,11 +663,12 @@ def _value(text: str, dtype):
 
 
 # TF1 while loops: tf.gradients needs their WhileContext, which a MetaGraphDef keeps in
-# a collection and a GraphDef loses (TensorFlow then fails with an AttributeError).
+# a collection and a GraphDef loses; graphgrad rebuilds it (graphgrad.tf.loops) from a
+# loop's structure, and where it cannot, TensorFlow fails with an AttributeError.
 _V1_LOOP_MESSAGE = (
-    "TensorFlow cannot differentiate the TF1 while loops (Enter/Exit ops) of a GraphDef: their "
-    "gradient needs the loop context that only a MetaGraphDef or SavedModel keeps. To fix this, "
-    "check the .meta or SavedModel the graph was frozen from"
+    "TensorFlow cannot differentiate the TF1 while loops (Enter/Exit ops) of this GraphDef, and graphgrad "
+    "could not rebuild their loop contexts from its structure. To fix this, check the .meta or SavedModel "
+    "the graph was frozen from"
 )
 
 
