@@ -214,3 +214,9 @@ def test_attribution_through_a_frozen_tf1_loop(tmp_path):
     rows = np.array([[1.1, 0.9]], np.float32).reshape(1, 2)
     attributions, report = attribute(tmp_path, "tf1_nested_loops.pb", "grad_x_input", rows.reshape(2), "--y", "y")
     np.testing.assert_allclose(attributions, 12 * rows.reshape(2).astype(np.float64) ** 12, rtol=1e-5)
+
+
+def test_an_input_that_is_not_npy_is_one_line(tmp_path):
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradient", "--input",
+                     fixture("classifier.pb"), "-o", tmp_path / "a.npy", expect=2)
+    assert "is not a .npy file (save the array with numpy.save)" in result.stderr

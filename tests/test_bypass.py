@@ -147,3 +147,8 @@ def test_check_suggests_the_bypass_as_a_ready_command_and_it_works(tmp_path, nam
     run_cli(*command[1:-1], out)  # -o OUT, with OUT named
     fixed = json.loads(run_cli("check", out, "--x", "x", "--y", "logits", "--json").stdout)
     assert fixed["ok"] and [g["status"] for g in fixed["gradients"]] == ["finite"]
+
+
+def test_bypass_without_a_destination_names_the_ones_it_has():
+    result = run_cli("bypass", fixture("quantized_classifier.pb"), "--from", "x:0", "--to", "dequantize:0", expect=2)
+    assert "exactly one of -o OUT, --in-place, --dry-run" in result.stderr

@@ -90,10 +90,13 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
 def _load_array(path: str, what: str):
     import numpy as np
 
+    data = read_small_file(path, INPUT_LIMIT, f"{what} file")
+    if not data.startswith(b"\x93NUMPY"):
+        raise UsageError(f"{what} {path} is not a .npy file (save the array with numpy.save)")
     try:
-        return np.load(io.BytesIO(read_small_file(path, INPUT_LIMIT, f"{what} file")), allow_pickle=False)
+        return np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, EOFError) as error:
-        raise UsageError(f"{what} {path} is not a .npy array: {error}") from None
+        raise UsageError(f"{what} {path} is not a usable .npy array: {error}") from None
 
 
 def _save_array(path: str, array) -> None:

@@ -123,7 +123,10 @@ def make_output(out: str | None, in_place: bool, dry_run: bool, encoding: str | 
                 backup: str | None = None) -> OutputOptions:
     """Check that exactly one destination is given; usage errors exit with 2."""
     if sum(bool(x) for x in (out, out_dir, in_place, dry_run)) != 1:
-        raise click.UsageError("say where to write: exactly one of -o OUT, --out-dir DIR, --in-place, --dry-run")
+        context = click.get_current_context(silent=True)
+        batches = context is None or any(param.name == "out_dir" for param in context.command.params)
+        choices = ["-o OUT"] + (["--out-dir DIR"] if batches else []) + ["--in-place", "--dry-run"]
+        raise click.UsageError(f"say where to write: exactly one of {', '.join(choices)}")
     if backup and not in_place:
         raise click.UsageError("--backup goes with --in-place")
     if out == "-":
