@@ -220,3 +220,24 @@ def test_an_input_that_is_not_npy_is_one_line(tmp_path):
     result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradient", "--input",
                      fixture("classifier.pb"), "-o", tmp_path / "a.npy", expect=2)
     assert "is not a .npy file (save the array with numpy.save)" in result.stderr
+
+
+def test_a_real_frozen_gru_names_its_gate_products_not_its_loop_plumbing(tmp_path):
+    """DL4J's frozen GRU (dynamic_rnn, TF1 loops): the loop and TensorArray ops pass
+    through; the gates' products of two activations have no rule, so deeplift
+    refuses; gradient x input runs through the rebuilt loop contexts."""
+    import os
+
+    from conftest import REALGRAPHS
+
+    source = os.path.join(REALGRAPHS, "dl4j-tf-examples/src/main/resources/tf_graphs/examples/primitive_gru_dynamic/"
+                                      "frozen_model.pb")
+    if not os.path.isfile(source):
+        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+    rows = _saved(tmp_path, RNG.normal(size=(3, 2, 6)))
+    refused = run_cli("attribute", source, "--method", "deeplift", "--input", rows, "--y", "add", "--target", "0",
+                      "-o", tmp_path / "a.npy", expect=1)
+    assert "deeplift has no rule for Mul (of two tensors computed from x) on the path" in refused.stderr
+    result = run_cli("attribute", source, "--method", "grad_x_input", "--input", rows, "--y", "add", "--target", "0",
+                     "-o", tmp_path / "a.npy", "--json")
+    assert json.loads(result.stdout)["shape"] == [3, 2, 6] and np.isfinite(np.load(tmp_path / "a.npy")).all()

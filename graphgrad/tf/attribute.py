@@ -34,6 +34,10 @@ PASS_THROUGH = frozenset({
     "Slice", "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "GatherV2", "MaxPool", "AvgPool", "MaxPool3D",
     "AvgPool3D", "Mean", "Sum", "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "Cast", "Shape",
     "Fill", "ZerosLike", "OnesLike", "Select", "SelectV2", "ResizeBilinear", "ResizeNearestNeighbor",
+    # control flow and TensorArrays (TF1 loops, dynamic_rnn): they route values unchanged
+    "Enter", "RefEnter", "Exit", "RefExit", "Merge", "RefMerge", "Switch", "RefSwitch", "NextIteration",
+    "LoopCond", "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayScatterV3",
+    "TensorArrayGatherV3", "TensorArraySizeV3", "TensorArrayConcatV3", "TensorArraySplitV3", "Gather", "GatherNd",
     # no float output, or no data at all: never on a path a gradient takes
     "NoOp", "Assert", "ReadVariableOp", "VarHandleOp", "Size", "Rank", "Range", "Equal", "NotEqual", "Less",
     "LessEqual", "Greater", "GreaterEqual", "All", "Any", "LogicalAnd", "LogicalOr", "LogicalNot",
@@ -103,6 +107,18 @@ def parse_method(text: str) -> Method:
     if positional:
         raise UsageError(f"--method {text!r}: name its parameters, e.g. eps_lrp(eps=0.01)")
     return _methods(name, dict(keywords))
+
+
+# Linear in each input alone: of two tensors that both depend on x, a product (an
+# LSTM's or GRU's gate times its state) is not linear, and no rule covers it.
+_BILINEAR = ("Mul", "RealDiv", "Div", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+
+
+def _products(path_ops: set, x) -> list:
+    """``"Mul (of two tensors computed from x)"`` for each such op type on the path."""
+    found = {op.type for op in path_ops if op.type in _BILINEAR
+             and sum(t.op in path_ops or t is x for t in op.inputs) >= 2}
+    return [f"{op_type} (of two tensors computed from x)" for op_type in sorted(found)]
 
 
 def _op_types_run(run, ops) -> set:
@@ -180,10 +196,11 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
     x_tensor = run.x_tensors[0]
     report = AttributionReport(path, method.name, run.xs[0], run.y, options.target)
     given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
-    on_path = _op_types_run(run, ops_between([x_tensor], run.y_tensor))
+    path_ops = ops_between([x_tensor], run.y_tensor)
+    on_path = _op_types_run(run, path_ops)
     report.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
     if method.rules:
-        report.uncovered = sorted(on_path - set(given) - PASS_THROUGH)
+        report.uncovered = sorted(on_path - set(given) - PASS_THROUGH) + _products(path_ops, x_tensor)
     if report.uncovered and method.complete and not options.allow_uncovered:
         raise GraphgradError(
             f"{path}: {method.name} has no rule for {', '.join(report.uncovered)} on the path from {report.x} to "
