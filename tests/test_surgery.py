@@ -163,7 +163,7 @@ def test_scope_removes_scattered_nodes_in_place_and_keeps_the_order():
     graph_def = read_model(fixture("dense_net.pb")).message
     names = [node.name for node in graph_def.node]
     doomed = {names[0], names[1], names[4], names[-1]}  # two runs, a lone node, the last
-    scope = Scope("", graph_def.node)
+    scope = Scope("", graph_def)
     scope.remove(doomed)
     assert [node.name for node in graph_def.node] == [name for name in names if name not in doomed]
     assert scope.node(names[0]) is None and scope.node(names[2]) is not None

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import GraphgradError, SpecError
 from ..files.protos import AttrValue, DataType, TensorProto
 from ..gradients.spec import GradientSpec
-from .nodes import EMBED_SPEC, Scope, dtype_attr
+from .nodes import BYPASS, EMBED_SPEC, NodeTemplate, Recorder, Scope, dtype_attr
 
 REPLACEMENTS = ("identity", "ste", "approx_sign", "swish_sign", "triangle", "zero")
 TRANSFORMS = ("scale", "reverse")
@@ -78,18 +78,16 @@ def surrogate_for(spec: GradientSpec) -> Surrogate:
     return Surrogate(replacement, factor)
 
 
-class _Builder:
-    """Adds the surrogate's nodes to a scope, all in one group under ``base``."""
+# The slots of a surrogate's template (graphgrad.edits.nodes.NodeTemplate): its
+# group's name, x, y and the device. NUL never occurs in the labels around them.
+GROUP_SLOT, X_SLOT, Y_SLOT, DEVICE_SLOT = "\0group\0", "\0x\0", "\0y\0", "\0device\0"
 
-    def __init__(self, scope: Scope, base: str, dtype: int | None, device: str, kind: str = "embed"):
-        if dtype not in _FLOATS:
-            kind = DataType.Name(dtype).removeprefix("DT_").lower() if dtype else "of unknown dtype"
-            raise GraphgradError(
-                f"--embed builds {'/'.join(name for name, _, _ in _FLOATS.values())} arithmetic; {base} is "
-                f"{kind}. To fix this, drop --embed and register the gradient at load time"
-            )
-        self.scope, self.base, self.dtype, self.device = scope, base, dtype, device
-        self.group = scope.unique_name(f"{base}/graphgrad_{kind}")
+
+class _Builder:
+    """Adds the surrogate's nodes, all in one group, to a Recorder."""
+
+    def __init__(self, recorder: Recorder, base: str, dtype: int, device: str):
+        self.recorder, self.base, self.dtype, self.device = recorder, base, dtype, device
         self.nodes: list = []
         self._labels: set = set()
 
@@ -101,11 +99,10 @@ class _Builder:
             number += 1
             name = f"{label}_{number}"
         self._labels.add(name)
-        name = f"{self.group}/{name}"
         attrs = attrs if attrs is not None else _type_attrs(self.dtype)
-        node = self.scope.add(op, name, inputs, attrs, group=self.group, device=self.device)
+        node = self.recorder.add(op, f"{GROUP_SLOT}/{name}", inputs, attrs, device=self.device)
         self.nodes.append(node)
-        return self.scope.output_ref(node)
+        return self.recorder.output_ref(node)
 
     def const(self, value: float) -> str:
         try:
@@ -138,22 +135,42 @@ def _const_attrs(dtype: int, value: float) -> dict:
 
 
 def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int | None, spec: GradientSpec, base: str,
-                   device: str = "", bypass: bool = False) -> tuple:
-    """Add the surrogate for ``spec`` on y = f(x); returns (output node, its ref).
+                   device: str = "", bypass: bool = False) -> tuple[str, str]:
+    """Add the surrogate for ``spec`` on y = f(x) under a new group ``<base>/graphgrad_embed``;
+    returns the name of its output node and the output's ref.
 
     ``bypass``: x is not y's input but the start of a region that ends at y
     (:func:`graphgrad.edits.surgery.bypass_region`); the nodes are named
     ``graphgrad_bypass``, and the term that carries h(x)'s gradient is reshaped
     to y's shape, so that the forward value keeps y's shape whatever x's is.
+    The surrogate of one spec and dtype is recorded once per scope, and added
+    as a template with these names in its slots.
     """
+    if dtype not in _FLOATS:
+        kind = DataType.Name(dtype).removeprefix("DT_").lower() if dtype else "of unknown dtype"
+        raise GraphgradError(
+            f"--embed builds {'/'.join(name for name, _, _ in _FLOATS.values())} arithmetic; {base} is "
+            f"{kind}. To fix this, drop --embed and register the gradient at load time"
+        )
+    template = scope.template(  # an empty device is no field at all: no slot then
+        ("bypass" if bypass else "embed", spec.canonical, dtype, bool(device)),
+        lambda: _record(spec, dtype, base, bypass, scope.function is not None, bool(device)),
+    )
+    group = scope.unique_name(f"{base}/graphgrad_{'bypass' if bypass else 'embed'}")
+    values = {GROUP_SLOT: group, X_SLOT: x_ref, Y_SLOT: y_ref}
+    return scope.add_group(template, {**values, DEVICE_SLOT: device} if device else values)
+
+
+def _record(spec: GradientSpec, dtype: int, base: str, bypass: bool, in_function: bool,
+            on_device: bool) -> NodeTemplate:
+    """The surrogate's nodes over the slots (``base``: the node named in errors)."""
     surrogate = surrogate_for(spec)
-    builder = _Builder(scope, base, dtype, device, "bypass" if bypass else "embed")
-    stopped_y = builder.node("StopGradient", "stop_y", y_ref)
+    slots = (GROUP_SLOT, X_SLOT, Y_SLOT) + ((DEVICE_SLOT,) if on_device else ())
+    builder = _Builder(recorder := Recorder(slots, in_function), base, dtype, DEVICE_SLOT if on_device else "")
+    stopped_y = builder.node("StopGradient", "stop_y", Y_SLOT)
     replacement = surrogate.replacement
-    if replacement is not None and replacement.name == "zero":
-        output = stopped_y
-    else:
-        h = y_ref if replacement is None else _surrogate_function(builder, replacement, x_ref)
+    if replacement is None or replacement.name != "zero":  # zero: stop_y is the output
+        h = Y_SLOT if replacement is None else _surrogate_function(builder, replacement, X_SLOT)
         if surrogate.factor != 1.0:
             h = builder.node("Mul", "scaled", h, builder.const(surrogate.factor))
         stopped_h = builder.node("StopGradient", "stop_h", h)
@@ -165,15 +182,16 @@ def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int | None, spec
         finite = builder.node("IsFinite", "finite", difference)
         zero = builder.node("Select", "zero", finite, difference, builder.node("ZerosLike", "zeros", difference))
         if bypass:  # 0 everywhere, in y's shape: d/dx reshapes dy back to x's (equal sizes; else a clear error)
-            int32 = {"out_type": dtype_attr(_INT32), "T": dtype_attr(builder.dtype)}
+            int32 = {"out_type": dtype_attr(_INT32), "T": dtype_attr(dtype)}
             shape = builder.node("Shape", "shape_y", stopped_y, attrs=int32)
             zero = builder.node("Reshape", "zero_like_y", zero, shape,
-                                attrs={"T": dtype_attr(builder.dtype), "Tshape": dtype_attr(_INT32)})
-        output = builder.node("Sub", "output", stopped_y, zero)
+                                attrs={"T": dtype_attr(dtype), "Tshape": dtype_attr(_INT32)})
+        builder.node("Sub", "output", stopped_y, zero)
     output_node = builder.nodes[-1]
-    output_node.attr[EMBED_SPEC].s = spec.canonical.encode()
-    scope.mark_stand_in(output_node, y_ref)
-    return output_node, output
+    recorder.mark(output_node, EMBED_SPEC, spec.canonical)
+    if bypass:
+        recorder.mark(output_node, BYPASS, X_SLOT)
+    return recorder.template(output_node, Y_SLOT)
 
 
 def _surrogate_function(builder: _Builder, stage, x: str) -> str:

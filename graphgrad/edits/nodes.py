@@ -11,13 +11,15 @@ TensorFlow, so the marked graphs still load anywhere.
 """
 
 import re
+from operator import itemgetter
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GraphgradError
 from ..files.protos import AttrValue, DataType
+from ..files.wireformat import encode_nodes
 from ..graph.functions import rename_function_references, rename_in_attr
 from ..graph.model import Model
 
@@ -41,16 +43,172 @@ DTYPES = {
 }
 
 
+class AddedNode:
+    """A node an edit added, held as plain Python values until :meth:`Scope.commit`
+    appends all of a scope's new nodes in one parse (in C): a protobuf NodeDef made
+    and filled per node costs several times as much. It reads as a NodeDef does
+    (``attr`` is a dict of AttrValues)."""
+
+    __slots__ = ("name", "op", "input", "device", "attr")
+
+    def __init__(self, name: str, op: str, inputs: list, device: str, attr: dict):
+        self.name, self.op, self.input, self.device, self.attr = name, op, inputs, device, attr
+
+
+def _new_node(op: str, name: str, inputs: Sequence[str], attrs: dict | None, group_value: AttrValue,
+              device: str) -> AddedNode:
+    attr = dict(attrs) if attrs else {}  # the values themselves are shared, never changed
+    attr[GROUP] = group_value
+    return AddedNode(name, op, list(inputs), device, attr)
+
+
+def _output_ref(in_function: bool, node: Any, index: int) -> str:
+    if not in_function:
+        return node.name if index == 0 else f"{node.name}:{index}"
+    return f"{node.name}:{OUTPUT_ARGS[node.op]}:{index}"
+
+
+class NodeTemplate:
+    """A group of nodes added many times under other names (``--embed`` adds one
+    surrogate per selected node, each the same nodes): recorded once, with
+    placeholders (``slots``) in names, inputs, the device and string attributes.
+    The first slot is the group: every node is named ``<group>/<label>``.
+
+    An instance is encoded by joining :meth:`pieces` with the slots' values, and
+    indexed by its few uses of values from outside the group, instead of a
+    Python object per node (25,000 ste surrogates are 250,000 nodes).
+    """
+
+    def __init__(self, nodes: list, slots: tuple, output: int, stands_in_for: str, output_ref: str):
+        self.nodes, self.slots, self.output = nodes, slots, output
+        self.stands_in_for, self.output_ref = stands_in_for, output_ref
+        self.labels = [node.name.partition("/")[2] for node in nodes]
+        self.index_of = {label: index for index, label in enumerate(self.labels)}
+        # (node index, input position, slot) of each input that is exactly a value from outside
+        self.slot_uses = [(index, position, ref) for index, node in enumerate(nodes)
+                          for position, ref in enumerate(node.input) if ref in slots]
+        self._pattern = re.compile("|".join(map(re.escape, slots)))
+        self._compiled: dict = {}
+
+    def encoding(self, values: tuple, field_number: int) -> bytes:
+        """The nodes encoded (see :func:`graphgrad.files.wireformat.encode_nodes`)
+        with the slots' ``values`` (byte strings, in the order of ``slots``)."""
+        key = (tuple(map(len, values)), field_number)
+        compiled = self._compiled.get(key)
+        if compiled is None:  # once per lengths: the bytes around the values as a %-format
+            pieces = encode_nodes(self.nodes, field_number, dict(zip(self.slots, key[0])))
+            literal = b"".join(piece.replace(b"%", b"%%") if isinstance(piece, bytes) else b"%b" for piece in pieces)
+            order = [self.slots.index(piece) for piece in pieces if not isinstance(piece, bytes)]
+            compiled = self._compiled[key] = (literal, _picker(order))
+        literal, pick = compiled
+        return literal % pick(values)
+
+    def substitute(self, text: str, values: dict) -> str:
+        # One pass: a value that happens to contain a placeholder is not read again.
+        return self._pattern.sub(lambda found: values[found.group()], text)
+
+    def node(self, index: int, values: dict) -> AddedNode:
+        """Node ``index`` with the slots' ``values`` in place."""
+        node, sub = self.nodes[index], self.substitute
+        attr = {key: AttrValue(s=sub(value.s.decode(), values).encode()) if value.WhichOneof("value") == "s"
+                and self._pattern.search(value.s.decode()) else value for key, value in node.attr.items()}
+        return AddedNode(sub(node.name, values), node.op, [sub(ref, values) for ref in node.input],
+                         sub(node.device, values), attr)
+
+
+def _picker(order: list) -> Callable[[tuple], tuple]:
+    """``values -> tuple(values[i] for i in order)``, in C."""
+    if len(order) == 1:
+        return lambda values: (values[order[0]],)
+    return itemgetter(*order)
+
+
+class _Instance:
+    """One use of a :class:`NodeTemplate` in a scope: its slot values, and the nodes
+    read or edited one by one (made from the template when first asked for)."""
+
+    __slots__ = ("template", "values", "nodes")
+
+    def __init__(self, template: NodeTemplate, values: dict):
+        self.template, self.values, self.nodes = template, values, {}
+
+    def node(self, label: str) -> AddedNode | None:
+        index = self.template.index_of.get(label)
+        if index is None:
+            return None
+        if index not in self.nodes:
+            self.nodes[index] = self.template.node(index, self.values)
+        return self.nodes[index]
+
+    def encoded(self, field_number: int) -> bytes:
+        template = self.template
+        edited = any(node.input != template.node(index, self.values).input for index, node in self.nodes.items())
+        if edited:  # a rerouted input: encode its nodes one by one
+            nodes = [self.nodes.get(index) or template.node(index, self.values) for index in range(len(template.nodes))]
+            return b"".join(encode_nodes(nodes, field_number))
+        return template.encoding(tuple(self.values[slot].encode() for slot in template.slots), field_number)
+
+
+class Recorder:
+    """Records what a builder adds as a :class:`NodeTemplate`: the methods of
+    :class:`Scope` a builder of new nodes calls, over placeholders."""
+
+    def __init__(self, slots: tuple, in_function: bool):
+        self.slots, self.in_function = slots, in_function
+        self.nodes: list = []
+        self._group_value = AttrValue(s=slots[0].encode())
+        self._marks: dict = {}
+
+    def add(self, op: str, name: str, inputs: Sequence[str] = (), attrs: dict | None = None, group: str | None = None,
+            device: str = "") -> AddedNode:
+        node = _new_node(op, name, inputs, attrs, self._group_value, device)
+        self.nodes.append(node)
+        return node
+
+    def output_ref(self, node: Any, index: int = 0) -> str:
+        return _output_ref(self.in_function, node, index)
+
+    def mark(self, node: AddedNode, key: str, value: str) -> None:
+        node.attr[key] = AttrValue(s=value.encode())
+
+    def template(self, output: AddedNode, stands_in_for: str) -> NodeTemplate:
+        """The template, ``output`` (one of its nodes) standing in for the tensor
+        that the slot ``stands_in_for`` names."""
+        self.mark(output, SOURCE, stands_in_for)
+        return NodeTemplate(self.nodes, self.slots, self.nodes.index(output), stands_in_for, self.output_ref(output))
+
+
+# The field that holds the nodes: GraphDef.node, FunctionDef.node_def.
+_NODE_FIELDS = {"GraphDef": 1, "FunctionDef": 3}
+_INDEX = ("_loop_nodes", "_by_name", "_name_scopes", "_uses", "_stand_ins", "_groups")
+
+
 @dataclass
 class Scope:
-    """One editable list of nodes: a graph's top level or one function body."""
+    """One editable list of nodes: a graph's top level or one function body.
+
+    Nodes an edit adds are :class:`AddedNode` until :meth:`commit`, which the edit
+    calls once it is done; the scope indexes its nodes again when next asked.
+    """
 
     graph: str
-    nodes: Any  # repeated NodeDef
-    function: Any = None  # FunctionDef, or None for the top level
+    owner: Any  # the GraphDef of a top level, or the FunctionDef of a body
+    nodes: Any = field(init=False)  # its repeated NodeDef
+    function: Any = field(init=False)  # the FunctionDef, or None for the top level
 
     def __post_init__(self):
+        is_body = self.owner.DESCRIPTOR.name == "FunctionDef"
+        self.function = self.owner if is_body else None
+        self.nodes = self.owner.node_def if is_body else self.owner.node
+        self._added: list = []  # AddedNode and _Instance, in order
+        self._group_values: dict = {}
+        self._templates: dict = {}
+
+    def __getattr__(self, name):  # the index, made when first needed (again after a commit)
+        if name not in _INDEX:
+            raise AttributeError(name)
         self._index()
+        return getattr(self, name)
 
     def _index(self):
         self._loop_nodes = None  # see in_tf1_loop
@@ -66,6 +224,7 @@ class Scope:
         self._stand_ins = {
             self.canonical(node.attr[SOURCE].s.decode()): node for node in self.nodes if SOURCE in node.attr
         }
+        self._groups: dict = {}  # group name -> _Instance, until the commit
 
     def _record_uses(self, node, inputs=None):
         """Record ``node``'s data inputs (``inputs``: its input list, if at hand as
@@ -75,17 +234,39 @@ class Scope:
             if not ref.startswith("^"):
                 self._uses[ref.split(":")[0]].add((name, position))
 
+    def commit(self) -> None:
+        """Append the nodes added since the last commit to the graph."""
+        if not self._added:
+            return
+        number, encoded, run = _NODE_FIELDS[self.owner.DESCRIPTOR.name], [], []
+        for item in self._added + [None]:
+            if isinstance(item, AddedNode):
+                run.append(item)
+                continue
+            if run:  # nodes added one by one, encoded together: they share attribute values
+                encoded += encode_nodes(run, number)
+                run = []
+            if item is not None:
+                encoded.append(item.encoded(number))
+        self.owner.MergeFromString(b"".join(encoded))
+        self._added, self._group_values = [], {}
+        for name in _INDEX:  # it holds the AddedNodes: made again from the graph when next needed
+            self.__dict__.pop(name, None)
+
     @property
     def prefix(self) -> str:
         return "" if self.function is None else self.function.signature.name + "/"
 
     def node(self, name: str) -> Any:
-        return self._by_name.get(name)
+        found = self._by_name.get(name)
+        if found is None and self._groups:
+            group, _, label = name.rpartition("/")
+            instance = self._groups.get(group)
+            found = instance.node(label) if instance is not None else None
+        return found
 
     def output_ref(self, node: Any, index: int = 0) -> str:
-        if self.function is None:
-            return node.name if index == 0 else f"{node.name}:{index}"
-        return f"{node.name}:{OUTPUT_ARGS[node.op]}:{index}"
+        return _output_ref(self.function is not None, node, index)
 
     def canonical(self, ref: str) -> str:
         """TensorFlow's own spelling: ``node`` for ``node:0`` at top level."""
@@ -94,7 +275,7 @@ class Scope:
         return ref
 
     def _input(self, consumer, position) -> str:
-        return self.function.ret[position] if consumer is None else self._by_name[consumer].input[position]
+        return self.function.ret[position] if consumer is None else self.node(consumer).input[position]
 
     def consumers(self, ref: str) -> list:
         """(consumer name, input position) of every data use; ret outputs as (None, key)."""
@@ -116,7 +297,7 @@ class Scope:
                 if current in frame:
                     continue
                 frame.add(current)
-                if self._by_name[current].op not in ("Exit", "RefExit"):
+                if self.node(current).op not in ("Exit", "RefExit"):
                     pending += [consumer for consumer, _ in self._uses.get(current, ()) if consumer is not None]
             self._loop_nodes = frame
         return name in self._loop_nodes
@@ -133,20 +314,23 @@ class Scope:
             if consumer is None:
                 self.function.ret[position] = new_ref
             else:
-                self._by_name[consumer].input[position] = new_ref
+                self.node(consumer).input[position] = new_ref
 
     def stand_in(self, ref: str) -> Any:
         """The graphgrad node that already stands in for tensor ``ref``, if any."""
-        return self._stand_ins.get(self.canonical(ref))
+        found = self._stand_ins.get(self.canonical(ref))
+        if isinstance(found, _Instance):
+            return found.node(found.template.labels[found.template.output])
+        return found
 
-    def mark_stand_in(self, node: Any, ref: str) -> None:
-        node.attr[SOURCE].s = ref.encode()
+    def mark_stand_in(self, node: AddedNode, ref: str) -> None:
+        self.mark(node, SOURCE, ref)
         self._stand_ins[self.canonical(ref)] = node
 
     def unique_name(self, base: str, start: int | None = None) -> str:
         """``base`` (or ``base_<n>``) that no node has, nor uses as a name scope."""
         def taken(name):
-            return name in self._by_name or name in self._name_scopes
+            return name in self._by_name or name in self._name_scopes or self.node(name) is not None
 
         candidates = [base] if start is None else []
         number = 1 if start is None else start
@@ -158,11 +342,16 @@ class Scope:
                 number += 1
 
     def add(self, op: str, name: str, inputs: Sequence[str] = (), attrs: dict | None = None, group: str | None = None,
-            device: str = "") -> Any:
-        node = self.nodes.add(name=name, op=op, input=list(inputs), device=device)
-        for key, value in (attrs or {}).items():
-            node.attr[key].CopyFrom(value)
-        node.attr[GROUP].s = (group or name).encode()
+            device: str = "") -> AddedNode:
+        """A new node (``attrs``: AttrValues, not copied), marked as one of ``group``;
+        the graph holds it after :meth:`commit`."""
+        group = group or name
+        group_value = self._group_values.get(group)
+        if group_value is None:  # one value per group, shared by its nodes (and so encoded once)
+            group_value = self._group_values[group] = AttrValue(s=group.encode())
+        node = _new_node(op, name, inputs, attrs, group_value, device)
+        inputs = node.input
+        self._added.append(node)
         self._by_name[name] = node
         scope = name
         while "/" in scope:  # the name scopes it opens, up to the first one already open
@@ -173,10 +362,42 @@ class Scope:
         self._record_uses(node, inputs)
         return node
 
+    def template(self, key: Any, record: Callable[[], NodeTemplate]) -> NodeTemplate:
+        """The template known by ``key`` in this scope, recorded by ``record()`` when first asked for."""
+        if key not in self._templates:
+            self._templates[key] = record()
+        return self._templates[key]
+
+    def add_group(self, template: NodeTemplate, values: dict) -> tuple[str, str]:
+        """Add ``template``'s nodes with the slots' ``values`` (the group's name
+        first: new, see :meth:`unique_name`); returns the name of the node that
+        stands in for the tensor ``values[template.stands_in_for]``, and its ref."""
+        instance = _Instance(template, values)
+        group = values[template.slots[0]]
+        self._added.append(instance)
+        self._groups[group] = instance
+        scope = group + "/"
+        while "/" in scope:
+            scope = scope.rsplit("/", 1)[0]
+            if scope in self._name_scopes:
+                break
+            self._name_scopes.add(scope)
+        for index, position, slot in template.slot_uses:
+            ref = values[slot]
+            if not ref.startswith("^"):
+                self._uses[ref.split(":")[0]].add((f"{group}/{template.labels[index]}", position))
+        self._stand_ins[self.canonical(values[template.stands_in_for])] = instance
+        return f"{group}/{template.labels[template.output]}", template.substitute(template.output_ref, values)
+
+    def mark(self, node: AddedNode, key: str, value: str) -> None:
+        """Set the string attribute ``key`` of a node added since the last commit."""
+        node.attr[key] = AttrValue(s=value.encode())
+
     def remove(self, names: set) -> None:
         # In place, a run of neighbours at a time (a surrogate's nodes were added
         # together): re-adding the kept nodes would copy each of them, and a frozen
         # model's constants with them.
+        self.commit()
         doomed = [index for index, node in enumerate(self.nodes) if node.name in names]
         for start, stop in reversed(_runs(doomed)):
             del self.nodes[start:stop]
@@ -194,7 +415,7 @@ class Scope:
         ancestor = self.canonical(ancestor)
         pending, seen = [self.split_ref(ref)[0]], set()
         while pending:
-            node = self._by_name.get(pending.pop())
+            node = self.node(pending.pop())
             if node is None or node.name in seen:
                 continue
             seen.add(node.name)
@@ -209,7 +430,7 @@ class Scope:
         """The static shape of a tensor (-1: an unknown dimension), from its
         producer's ``_output_shapes`` or a placeholder's ``shape``; None if unknown."""
         name, index = self.split_ref(ref)
-        producer = self._by_name.get(name)
+        producer = self.node(name)
         if producer is None:
             return None
         if "_output_shapes" in producer.attr and len(producer.attr["_output_shapes"].list.shape) > index:
@@ -225,7 +446,7 @@ class Scope:
     def dtype_of(self, ref: str) -> int | None:
         """The dtype of a tensor, read from its producer's attributes (None if unknown)."""
         name, index = self.split_ref(ref)
-        producer = self._by_name.get(name)
+        producer = self.node(name)
         if producer is None:
             return None
         for key in _DTYPE_ATTRS:
@@ -243,9 +464,9 @@ def scopes(model: Model, functions: bool = True) -> list[Scope]:
     """Every editable node list of ``model``: top levels, then function bodies."""
     found = []
     for label, graph_def in model.graphs():
-        found.append(Scope(label, graph_def.node))
+        found.append(Scope(label, graph_def))
         if functions:
-            found.extend(Scope(label, f.node_def, f) for f in graph_def.library.function)
+            found.extend(Scope(label, f) for f in graph_def.library.function)
     return found
 
 

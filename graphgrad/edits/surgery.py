@@ -92,17 +92,18 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
             )
         if options.embed:
             _refuse_tf1_loop(scope, producer, options.tensor)
-            node, new_ref = build_embedded(scope, ref, ref, dtype, options.spec, producer.name, producer.device)
+            name, new_ref = build_embedded(scope, ref, ref, dtype, options.spec, producer.name, producer.device)
         else:
             name = scope.unique_name(f"{producer.name}/graphgrad", start=0)
             attrs = {"T": dtype_attr(dtype)}
             node = scope.add("Identity", name, [ref], attrs, device=producer.device)
-            node.attr[ATTR].s = options.spec.attr_value.encode()
+            scope.mark(node, ATTR, options.spec.attr_value)
             scope.mark_stand_in(node, ref)
-            new_ref = scope.output_ref(node)
+            name, new_ref = node.name, scope.output_ref(node)
         scope.reroute(uses, new_ref)
+        scope.commit()
         names = tuple(scope.prefix + c if c else f"{scope.prefix}<output {k}>" for c, k in uses)
-        insertions.append(Insertion(scope.graph, options.tensor, scope.prefix + node.name, names, "inserted"))
+        insertions.append(Insertion(scope.graph, options.tensor, scope.prefix + name, names, "inserted"))
     return result, insertions
 
 
@@ -167,12 +168,12 @@ def bypass_region(model: Model, options: BypassOptions, inplace: bool = False) -
         uses = scope.consumers(target)
         if not uses:
             raise SelectionError(f"nothing consumes {options.target}, so a bypass there would change nothing")
-        node, new_ref = build_embedded(scope, source, target, scope.dtype_of(target), options.spec, producer.name,
+        name, new_ref = build_embedded(scope, source, target, scope.dtype_of(target), options.spec, producer.name,
                                        producer.device, bypass=True)
-        node.attr[BYPASS].s = source.encode()
         scope.reroute(uses, new_ref)
+        scope.commit()
         names = tuple(scope.prefix + c if c else f"{scope.prefix}<output {k}>" for c, k in uses)
-        bypasses.append(Bypass(scope.graph, options.source, options.target, scope.prefix + node.name, names,
+        bypasses.append(Bypass(scope.graph, options.source, options.target, scope.prefix + name, names,
                                "bypassed"))
     if not bypasses:
         raise SelectionError(
@@ -246,7 +247,8 @@ def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False) ->
         surrogate_for(rule.spec)
     result = model if inplace else model.copy()
     candidates, scope_of = [], {}
-    for scope in scopes(result, options.functions):
+    every_scope = scopes(result, options.functions)
+    for scope in every_scope:
         function = scope.function.signature.name if scope.function is not None else None
         for node in scope.nodes:
             if GROUP not in node.attr:  # never graphgrad's own nodes
@@ -263,6 +265,8 @@ def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False) ->
             continue
         change = NodeChange(ref.graph, ref.name, ref.op_type, *change)
         (report.changes if change.old != change.new else report.unchanged).append(change)
+    for scope in every_scope:
+        scope.commit()
     return result, report
 
 
