@@ -130,7 +130,8 @@ class _Instance:
     __slots__ = ("template", "values", "nodes")
 
     def __init__(self, template: NodeTemplate, values: dict):
-        self.template, self.values, self.nodes = template, values, {}
+        self.template, self.values = template, values
+        self.nodes: dict = {}
 
     def node(self, label: str) -> AddedNode | None:
         index = self.template.index_of.get(label)
