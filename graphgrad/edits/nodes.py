@@ -13,15 +13,14 @@ TensorFlow, so the marked graphs still load anywhere.
 import re
 from operator import itemgetter
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 from ..errors import GraphgradError
 from ..files.protos import AttrValue, DataType
 from ..files.wireformat import encode_nodes
 from ..graph.functions import rename_function_references, rename_in_attr
-from ..graph.model import Model
+from ..graph.model import Model, NodeRef
 
 GROUP = "_graphgrad_group"
 SOURCE = "_graphgrad_source"
@@ -88,6 +87,7 @@ class NodeTemplate:
         self.slot_uses = [(index, position, ref) for index, node in enumerate(nodes)
                           for position, ref in enumerate(node.input) if ref in slots]
         self._pattern = re.compile("|".join(map(re.escape, slots)))
+        self._output_ref_parts = [part for part in re.split(f"({self._pattern.pattern})", output_ref) if part]
         self._compiled: dict = {}
 
     def encoding(self, values: tuple, field_number: int) -> bytes:
@@ -102,6 +102,10 @@ class NodeTemplate:
             compiled = self._compiled[key] = (literal, _picker(order))
         literal, pick = compiled
         return literal % pick(values)
+
+    def output_ref_of(self, values: dict) -> str:
+        """The output's ref, the slots' ``values`` in place."""
+        return "".join([values.get(part, part) for part in self._output_ref_parts])
 
     def substitute(self, text: str, values: dict) -> str:
         # One pass: a value that happens to contain a placeholder is not read again.
@@ -143,8 +147,8 @@ class _Instance:
 
     def encoded(self, field_number: int) -> bytes:
         template = self.template
-        edited = any(node.input != template.node(index, self.values).input for index, node in self.nodes.items())
-        if edited:  # a rerouted input: encode its nodes one by one
+        if self.nodes and any(node.input != template.node(index, self.values).input
+                              for index, node in self.nodes.items()):  # a rerouted input: encode its nodes one by one
             nodes = [self.nodes.get(index) or template.node(index, self.values) for index in range(len(template.nodes))]
             return b"".join(encode_nodes(nodes, field_number))
         return template.encoding(tuple(self.values[slot].encode() for slot in template.slots), field_number)
@@ -180,27 +184,25 @@ class Recorder:
 
 
 # The field that holds the nodes: GraphDef.node, FunctionDef.node_def.
-_NODE_FIELDS = {"GraphDef": 1, "FunctionDef": 3}
+_NODE_FIELDS = {"GraphDef": 1, "FunctionDef": 3, "GraphNodes": 1}  # GraphNodes: graphgrad.files.small_nodes
 _INDEX = ("_loop_nodes", "_by_name", "_name_scopes", "_uses", "_stand_ins", "_groups")
 
 
-@dataclass
 class Scope:
-    """One editable list of nodes: a graph's top level or one function body.
+    """One editable list of nodes: a graph's top level or one function body, here
+    parsed (NodeDefs); :class:`graphgrad.edits.stored.StoredScope` is the top level
+    of many small nodes as stored. Edits are written once against this interface.
 
     Nodes an edit adds are :class:`AddedNode` until :meth:`commit`, which the edit
     calls once it is done; the scope indexes its nodes again when next asked.
     """
 
-    graph: str
-    owner: Any  # the GraphDef of a top level, or the FunctionDef of a body
-    nodes: Any = field(init=False)  # its repeated NodeDef
-    function: Any = field(init=False)  # the FunctionDef, or None for the top level
-
-    def __post_init__(self):
-        is_body = self.owner.DESCRIPTOR.name == "FunctionDef"
-        self.function = self.owner if is_body else None
-        self.nodes = self.owner.node_def if is_body else self.owner.node
+    def __init__(self, graph: str, owner: Any):
+        """``owner``: the GraphDef of a top level, or the FunctionDef of a body."""
+        self.graph, self.owner = graph, owner
+        is_body = owner.DESCRIPTOR.name == "FunctionDef"
+        self.function = owner if is_body else None
+        self.nodes = owner.node_def if is_body else owner.node  # the repeated NodeDef
         self._added: list = []  # AddedNode and _Instance, in order
         self._group_values: dict = {}
         self._templates: dict = {}
@@ -214,7 +216,7 @@ class Scope:
     def _index(self):
         self._loop_nodes = None  # see in_tf1_loop
         self._by_name = {node.name: node for node in self.nodes}
-        self._name_scopes = {name[:i] for name in self._by_name for i, c in enumerate(name) if c == "/"}
+        self._name_scopes = name_scopes(self._by_name)
         # producer name -> {(consumer name, or None for the function's ret, input position)}
         self._uses: defaultdict = defaultdict(set)
         for node in self.nodes:
@@ -226,6 +228,23 @@ class Scope:
             self.canonical(node.attr[SOURCE].s.decode()): node for node in self.nodes if SOURCE in node.attr
         }
         self._groups: dict = {}  # group name -> _Instance, until the commit
+
+    def candidates(self, op_types: Container[str] | None = None) -> list[tuple[Any, Any]]:
+        """``(reference, node)`` of each node not added by graphgrad (of ``op_types``
+        only, if given), the reference as rules see nodes (name, op_type, graph, function)."""
+        function = self.function.signature.name if self.function is not None else None
+        return [(NodeRef(self.graph, function, node), node) for node in self.nodes
+                if (op_types is None or node.op in op_types) and GROUP not in node.attr]
+
+    def _node_holder(self) -> Any:
+        """The message whose node field (:data:`_NODE_FIELDS`) the added nodes join."""
+        return self.owner
+
+    def _enter_names(self) -> list[str]:
+        return [node.name for node in self.nodes if node.op in ("Enter", "RefEnter")]
+
+    def _changed(self, node: Any) -> None:
+        """``node``'s inputs were changed in place (a stored node is then written anew)."""
 
     def _record_uses(self, node, inputs=None):
         """Record ``node``'s data inputs (``inputs``: its input list, if at hand as
@@ -239,7 +258,8 @@ class Scope:
         """Append the nodes added since the last commit to the graph."""
         if not self._added:
             return
-        number, encoded, run = _NODE_FIELDS[self.owner.DESCRIPTOR.name], [], []
+        holder = self._node_holder()
+        number, encoded, run = _NODE_FIELDS[holder.DESCRIPTOR.name], [], []
         for item in self._added + [None]:
             if isinstance(item, AddedNode):
                 run.append(item)
@@ -249,7 +269,7 @@ class Scope:
                 run = []
             if item is not None:
                 encoded.append(item.encoded(number))
-        self.owner.MergeFromString(b"".join(encoded))
+        holder.MergeFromString(b"".join(encoded))  # appended to its nodes, as protobuf merges
         self._added, self._group_values = [], {}
         for name in _INDEX:  # it holds the AddedNodes: made again from the graph when next needed
             self.__dict__.pop(name, None)
@@ -257,6 +277,10 @@ class Scope:
     @property
     def prefix(self) -> str:
         return "" if self.function is None else self.function.signature.name + "/"
+
+    def names(self) -> Iterable[str]:
+        """The names of the nodes."""
+        return self._by_name
 
     def node(self, name: str) -> Any:
         found = self._by_name.get(name)
@@ -292,7 +316,7 @@ class Scope:
         from an ``Enter`` by data edges without passing an ``Exit``. (TF2's
         ``While`` keeps its body in a function instead.)"""
         if self._loop_nodes is None:
-            frame, pending = set(), [node.name for node in self.nodes if node.op in ("Enter", "RefEnter")]
+            frame, pending = set(), self._enter_names()
             while pending:
                 current = pending.pop()
                 if current in frame:
@@ -315,7 +339,9 @@ class Scope:
             if consumer is None:
                 self.function.ret[position] = new_ref
             else:
-                self.node(consumer).input[position] = new_ref
+                node = self.node(consumer)
+                node.input[position] = new_ref
+                self._changed(node)
 
     def stand_in(self, ref: str) -> Any:
         """The graphgrad node that already stands in for tensor ``ref``, if any."""
@@ -388,7 +414,7 @@ class Scope:
             if not ref.startswith("^"):
                 self._uses[ref.split(":")[0]].add((f"{group}/{template.labels[index]}", position))
         self._stand_ins[self.canonical(values[template.stands_in_for])] = instance
-        return f"{group}/{template.labels[template.output]}", template.substitute(template.output_ref, values)
+        return f"{group}/{template.labels[template.output]}", template.output_ref_of(values)
 
     def mark(self, node: AddedNode, key: str, value: str) -> None:
         """Set the string attribute ``key`` of a node added since the last commit."""
@@ -461,6 +487,18 @@ class Scope:
         return None
 
 
+def name_scopes(names: Iterable[str]) -> set[str]:
+    """The name scopes that ``names`` open: every prefix ending before a ``/``."""
+    opened: set = set()
+    for name in names:
+        while "/" in name:
+            name = name.rpartition("/")[0]
+            if name in opened:
+                break
+            opened.add(name)
+    return opened
+
+
 def scopes(model: Model, functions: bool = True) -> list[Scope]:
     """Every editable node list of ``model``: top levels, then function bodies."""
     found = []
@@ -475,14 +513,14 @@ _FUNCTION_TENSOR = re.compile(r"(?P<function>[^/]+)/(?P<node>.+):(?P<arg>[A-Za-z
 _TOP_TENSOR = re.compile(r"(?P<node>[^:]+)(?::(?P<index>\d+))?\Z")
 
 
-def locate_tensor(model: Model, tensor: str, within: list | None = None) -> list:
+def locate_tensor(every_scope: list[Scope], tensor: str) -> list:
     """[(scope, canonical ref)] for ``node:index`` (top level) or
-    ``function/node:output_arg:index`` (function body), in every graph that has it
-    (``within``: the model's scopes, if already made)."""
+    ``function/node:output_arg:index`` (function body), in every graph of
+    ``every_scope`` (a model's scopes) that has it."""
     found = []
     function_match = _FUNCTION_TENSOR.match(tensor)
     top_match = _TOP_TENSOR.match(tensor)
-    for scope in scopes(model) if within is None else within:
+    for scope in every_scope:
         if scope.function is None and top_match and scope.node(top_match["node"]):
             found.append((scope, scope.canonical(f"{top_match['node']}:{top_match['index'] or 0}")))
         elif (
@@ -495,21 +533,21 @@ def locate_tensor(model: Model, tensor: str, within: list | None = None) -> list
         raise GraphgradError(
             f"no tensor {tensor!r}: name one as NODE:INDEX (top level) or "
             "FUNCTION/NODE:OUTPUT_ARG:INDEX (in a function body, as its consumers spell it)"
-            + _function_hint(model, tensor)
+            + _function_hint(every_scope, tensor)
         )
     return found
 
 
-def _function_hint(model: Model, tensor: str) -> str:
+def _function_hint(every_scope: list[Scope], tensor: str) -> str:
     import difflib  # only on this error path
 
-    top_names = [name for scope in scopes(model, functions=False) for name in scope._by_name]
+    top_names = [name for scope in every_scope if scope.function is None for name in scope.names()]
     close = difflib.get_close_matches(tensor.split(":")[0], top_names, n=3, cutoff=0.6)
     if close:
         return f"; close names: {', '.join(close)}"
     function, _, rest = tensor.partition("/")
     node = rest.split(":")[0]
-    for scope in scopes(model):
+    for scope in every_scope:
         if scope.function is not None and scope.function.signature.name == function and scope.node(node):
             spelled = sorted({
                 name for other in scope.nodes for name in other.input if name.startswith(node + ":")

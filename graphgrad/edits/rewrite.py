@@ -15,6 +15,7 @@ from ..graph.functions import first_names, graph_calls_into_overrides, saved_gra
 from ..graph.model import Model, iter_nodes
 from ..names import CUSTOM_GRADIENT
 from .select import DANGLING, op_types_needed, select_nodes
+from .nodes import scopes
 from .tensor_params import check_tensor_params, refuse_in_functions
 from .traps import SIGN, graphgrad_spec, looks_at_x, no_gradient_notes, scopes_of, sign_notes
 
@@ -277,8 +278,9 @@ def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False) 
 
         return embed_rules(model, options, inplace)
     result = model if inplace else model.copy()
+    top_levels = scopes(result, functions=False)
     for rule in options.rules:
-        check_tensor_params(result, rule.spec)
+        check_tensor_params(top_levels, rule.spec)
     op_types = op_types_needed(options.rules, options.match, options.exclude)
     report = apply_rules(
         iter_nodes(result, options.functions, op_types), options,

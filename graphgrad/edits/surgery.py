@@ -9,12 +9,12 @@ from fnmatch import fnmatchcase
 from ..errors import GraphgradError, SelectionError
 from ..files.protos import DataType
 from ..gradients.spec import GradientSpec
-from ..graph.model import Model, NodeRef, override_of
+from ..graph.model import Model, override_of
 from ..names import ATTR
 from .embed import build_embedded, surrogate_for
 from .nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, scopes
 from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
-from .select import select_nodes
+from .select import op_types_needed, select_nodes
 from .tensor_params import check_tensor_params, refuse_in_functions
 
 
@@ -68,14 +68,19 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
 
     Returns ``(model, [Insertion])``, one per graph that has the tensor.
     """
+    result = model if inplace else model.copy()
+    return result, insert_in(scopes(result), options)
+
+
+def insert_in(every_scope: list[Scope], options: InsertOptions) -> list[Insertion]:
+    """:func:`insert_gradient` on the scopes of a graph, however it is read."""
     if options.embed:
         surrogate_for(options.spec)  # refuse unembeddable specs before touching anything
     else:
         refuse_misfits([("Identity", options.spec, options.tensor)])  # what carries the gradient
-    result = model if inplace else model.copy()
-    check_tensor_params(result, options.spec)
+    check_tensor_params(every_scope, options.spec)
     insertions = []
-    for scope, ref in locate_tensor(result, options.tensor):
+    for scope, ref in locate_tensor(every_scope, options.tensor):
         if scope.function is not None:
             refuse_in_functions(options.spec, options.tensor)
         want = ("embedded " + options.spec.canonical) if options.embed else options.spec.attr_value
@@ -104,7 +109,7 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
         scope.commit()
         names = tuple(scope.prefix + c if c else f"{scope.prefix}<output {k}>" for c, k in uses)
         insertions.append(Insertion(scope.graph, options.tensor, scope.prefix + name, names, "inserted"))
-    return result, insertions
+    return insertions
 
 
 @dataclass(frozen=True)
@@ -141,17 +146,21 @@ def bypass_region(model: Model, options: BypassOptions, inplace: bool = False) -
 
     Returns ``(model, [Bypass])``, one per graph that has both tensors.
     """
+    result = model if inplace else model.copy()
+    return result, bypass_in(scopes(result), options)
+
+
+def bypass_in(every_scope: list[Scope], options: BypassOptions) -> list[Bypass]:
+    """:func:`bypass_region` on the scopes of a graph, however it is read."""
     surrogate = surrogate_for(options.spec)
     if surrogate.replacement is None or surrogate.replacement.name == "zero":
         raise SelectionError(
             f"bypass --surrogate {options.spec.canonical}: a bypass needs a replacement applied to --from "
             "(identity, ste, approx_sign, ...), optionally followed by scale/reverse"
         )
-    result = model if inplace else model.copy()
-    every_scope = scopes(result)
-    targets = {id(scope): ref for scope, ref in locate_tensor(result, options.target, every_scope)}
+    targets = {id(scope): ref for scope, ref in locate_tensor(every_scope, options.target)}
     bypasses = []
-    for scope, source in locate_tensor(result, options.source, every_scope):
+    for scope, source in locate_tensor(every_scope, options.source):
         if id(scope) not in targets:
             continue
         target = targets[id(scope)]
@@ -180,7 +189,7 @@ def bypass_region(model: Model, options: BypassOptions, inplace: bool = False) -
             f"{options.source} and {options.target} are not in one graph (top level or function body): "
             "a bypass joins two tensors of the same graph"
         )
-    return result, bypasses
+    return bypasses
 
 
 def _check_bypass(scope: Scope, source: str, target: str, options: BypassOptions) -> None:
@@ -243,23 +252,28 @@ def _chosen_uses(scope: Scope, ref: str, options: InsertOptions):
 def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False) -> tuple[Model, RewriteReport]:
     """Like :func:`~graphgrad.edits.rewrite.rewrite_model`, but writes each selected
     node's surrogate into the graph instead of an override. Returns ``(model, report)``."""
+    result = model if inplace else model.copy()
+    return result, embed_in(scopes(result, options.functions), options)
+
+
+def embed_in(every_scope: list[Scope], options: RewriteOptions) -> RewriteReport:
+    """:func:`embed_rules` on the scopes of a graph, however it is read (parsed,
+    a frozen model's skeleton, or many small nodes as stored)."""
     for rule in options.rules:
         surrogate_for(rule.spec)
-    result = model if inplace else model.copy()
-    candidates, scope_of = [], {}
-    every_scope = scopes(result, options.functions)
+    op_types = op_types_needed(options.rules, options.match, options.exclude)
+    candidates, found = [], {}
     for scope in every_scope:
-        function = scope.function.signature.name if scope.function is not None else None
-        for node in scope.nodes:
-            if GROUP not in node.attr:  # never graphgrad's own nodes
-                ref = NodeRef(scope.graph, function, node)
-                candidates.append(ref)
-                scope_of[(scope.graph, ref.name)] = scope
-    selection = select_nodes(candidates, options.rules, options.match, options.exclude, options.allow_missing)
+        for ref, node in scope.candidates(op_types):
+            candidates.append(ref)
+            found[id(ref)] = scope, node
+    all_nodes = (lambda: [ref for scope in every_scope for ref, _ in scope.candidates()]) if op_types else None
+    selection = select_nodes(candidates, options.rules, options.match, options.exclude, options.allow_missing,
+                             all_nodes)
     report = RewriteReport(notes=list(selection.notes))
     for ref, rule in selection.matches:
-        scope = scope_of[(ref.graph, ref.name)]
-        change = _embed_node(scope, ref.node, rule.spec, ref.name)
+        scope, node = found[id(ref)]
+        change = _embed_node(scope, node, rule.spec, ref.name)
         if change is None:
             report.notes.append(f"{ref.name}: no consumer uses its output; nothing to embed")
             continue
@@ -267,7 +281,7 @@ def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False) ->
         (report.changes if change.old != change.new else report.unchanged).append(change)
     for scope in every_scope:
         scope.commit()
-    return result, report
+    return report
 
 
 def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):

@@ -5,17 +5,19 @@ reads at every step (see :func:`graphgrad.tf.runtime.build_gradient_function`)."
 from ..errors import SelectionError
 from ..files.protos import DataType
 from ..gradients.spec import GradientSpec
-from ..graph.model import Model
-from .nodes import scopes
+from .nodes import Scope
 
 _FLOATS = {DataType.Value(name) for name in ("DT_FLOAT", "DT_DOUBLE", "DT_HALF", "DT_BFLOAT16")}
 
 
-def check_tensor_params(model: Model, spec: GradientSpec) -> None:
+def check_tensor_params(every_scope: list[Scope], spec: GradientSpec) -> None:
     """One line naming the first tensor parameter of ``spec`` that a top level of
-    ``model`` lacks, or that is not a floating-point scalar there."""
+    the model (of ``every_scope``, its scopes) lacks, or that is not a floating-point
+    scalar there."""
     for ref in spec.tensor_refs:
-        for scope in scopes(model, functions=False):
+        for scope in every_scope:
+            if scope.function is not None:
+                continue
             where = f" (graph {scope.graph})" if scope.graph else ""
             if scope.node(ref.name) is None:
                 raise SelectionError(

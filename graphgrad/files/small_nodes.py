@@ -100,15 +100,38 @@ def parse(name: str, data: Any) -> Any:
 
 
 class HeadNode:
-    """A top-level node of a :class:`HeadGraph`, as rules see it."""
+    """A top-level node of a :class:`HeadGraph`, as rules see it, and read as a
+    NodeDef is (``op``, ``input``, ``device``, ``attr``) by edits of its inputs
+    (set ``dirty`` then); its attributes are decoded when first asked for."""
 
-    __slots__ = ("graph", "function", "name", "op_type", "head", "index", "dirty", "_maybe_override")
+    __slots__ = ("graph", "function", "name", "op_type", "head", "index", "dirty", "_maybe_override", "_attr")
 
     def __init__(self, head, op_type: str, index: int, maybe_override: bool):
         self.graph, self.function = "", None
         self.name, self.op_type = head.name, op_type
         self.head, self.index, self.dirty = head, index, False
         self._maybe_override = maybe_override
+        self._attr: dict | None = None
+
+    @property
+    def op(self) -> str:
+        return self.op_type
+
+    @property
+    def input(self) -> Any:
+        return self.head.input
+
+    @property
+    def device(self) -> str:
+        return self.head.device
+
+    @property
+    def attr(self) -> dict:
+        """The attributes as ``{key: AttrValue}``: read them, never change them (the
+        values are shared between nodes); :meth:`set_override` edits the node."""
+        if self._attr is None:
+            self._attr = dict(_attr_entry(raw) for raw in self.head.attr)  # the last entry of a key wins
+        return self._attr
 
     @property
     def override(self) -> str | None:
@@ -122,7 +145,7 @@ class HeadNode:
                     del entries[index]
         if value is not None:
             self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
-        self.dirty = True
+        self.dirty, self._attr = True, None
 
 
 def _head_override(head) -> str | None:
@@ -133,6 +156,16 @@ def _head_override(head) -> str | None:
         if found is not None:
             value = found
     return value
+
+
+@lru_cache(maxsize=4096)  # a graph repeats a few entries thousands of times (T: float)
+def _attr_entry(raw: bytes) -> tuple[str, Any]:
+    """``(key, AttrValue)`` of an undecoded map entry."""
+    entry = parse("AttrEntry", raw)
+    try:
+        return entry.key, AttrValue.FromString(entry.value)
+    except DecodeError:  # the full parse reports what is wrong
+        raise NotApplicable("an attribute does not parse") from None
 
 
 @lru_cache(maxsize=256)  # a rewritten graph repeats a few entries thousands of times
@@ -184,6 +217,27 @@ class HeadGraph:
             ]
         self._handed_out += nodes
         return nodes
+
+    def node_at(self, index: int) -> HeadNode:
+        """The top-level node at ``index``, for edits (its changes are written back)."""
+        head = self._heads.node[index]
+        node = HeadNode(head, head.op, index, self.has_overrides)
+        self._handed_out.append(node)
+        return node
+
+    def columns(self) -> tuple[list, list, list, list]:
+        """``(names, op types, inputs, input counts)`` of the top-level nodes, the
+        inputs of all nodes in one flat list, from flat parses (no object per node)."""
+        flat = parse("GraphFlat", self.data).node
+        names, ops, inputs = list(flat.name), list(flat.op), list(flat.input)
+        counts = [len(head.input) for head in self._heads.node]
+        if not len(names) == len(ops) == len(counts) or sum(counts) != len(inputs):
+            raise NotApplicable("a node has no name or no op, or two")
+        return names, ops, inputs, counts
+
+    def holding(self, key: bytes) -> list[int]:
+        """The indices of the top-level nodes whose encodings hold ``key`` (a byte search)."""
+        return [index for index, encoded in enumerate(self.encoded.node) if key in encoded]
 
     def sample(self) -> list:
         """``(name, op)`` of the first nodes, for :func:`graphgrad.files.validity.plausible`:

@@ -18,10 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .scan import Library, ScannedGraph, SmallNodes, Window
-from .skeleton import Skeleton, skeleton_of
 from .small_nodes import HeadGraph
 from .validity import SAMPLE, Invalid, plausible, require
-from .wireformat import NotApplicable
 
 # Files up to this size are read whole and scanned as bytes: one read costs less
 # than the Python call per byte looked at through a Window (a 0.9 MB frozen graph:
@@ -72,14 +70,3 @@ def open_stored(data: Any, whole: Callable[[], bytes]) -> ScannedGraph | HeadGra
     if not plausible(graph.sample(), functions):
         raise Invalid("names and op types unlike a GraphDef's")
     return graph
-
-
-def open_skeleton(source: Any, path: str) -> Skeleton:
-    """The :class:`~graphgrad.files.skeleton.Skeleton` of a frozen model open as a
-    :class:`graphgrad.files.io.SourceFile`, for node-level edits that never read
-    its constants. Raises :class:`NotApplicable` for anything else (many small
-    nodes are parsed whole: a cut-down parse would save nothing there)."""
-    graph = open_stored(*scan_view(source))
-    if not isinstance(graph, ScannedGraph):
-        raise NotApplicable("small nodes: the full parse costs no more")
-    return skeleton_of(graph, path)

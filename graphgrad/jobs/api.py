@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ..edits.fast import graphdef_file_bodies, reset_graphdef_file, rewrite_graphdef_file
 from ..edits.rewrite import RewriteOptions, RewriteReport, rewrite_model
+from ..edits.stored import open_for_edits
 from ..errors import GraphgradError, ModelWriteError, UsageError
 from ..files.io import (
     SourceFile,
@@ -26,7 +27,7 @@ from ..files.io import (
     write_chunks,
     write_model,
 )
-from ..files.stored import open_skeleton
+from ..files.stored import scan_view
 from ..files.wireformat import NotApplicable
 from ..graph.model import BINARY, GRAPHDEF, Model
 from .batch import BatchOptions, Item, plan, run, sweep, with_output
@@ -142,19 +143,23 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
     def operation(model):
         return rewrite_model(model, options, inplace=True)
 
-    if options.embed:  # surrogates edit the graph's structure: on the frozen model's skeleton
-        return _change_graphdef_file(path, output, kind, _on_skeleton(path, operation), operation)
+    if options.embed:  # surrogates edit the graph's structure: on the graph as stored
+        from ..edits.surgery import embed_in
+
+        fast = _on_stored(path, partial(embed_in, options=options), options.functions)
+        return _change_graphdef_file(path, output, kind, fast, operation)
     return _change_graphdef_file(path, output, kind, lambda source: rewrite_graphdef_file(source, options), operation)
 
 
-def _on_skeleton(path: str, operation):
-    """``operation`` as the fast path of :func:`_change_graphdef_file`: applied to the
-    skeleton of a frozen model (:mod:`graphgrad.files.skeleton`), whose constants
-    are never read, and written back around them."""
+def _on_stored(path: str, edit: Callable[[list], Any], functions: bool = True):
+    """``edit(scopes) -> report`` as the fast path of :func:`_change_graphdef_file`:
+    applied to the graph as stored (:func:`graphgrad.edits.stored.open_for_edits`:
+    a frozen model's skeleton, whose constants are never read, or many small
+    nodes without a NodeDef each), and written back around what it did not change."""
     def fast(source):
-        skeleton = open_skeleton(source, path)
-        _, report = operation(skeleton.model)
-        return skeleton.chunks(), report
+        editable = open_for_edits(*scan_view(source), path, functions)
+        report = edit(editable.scopes)
+        return editable.chunks(), report
 
     return fast
 
@@ -196,13 +201,14 @@ def _rewrite_item(options, output, kind, item: Item) -> FileResult:
 
 def insert_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Put a gradient on one tensor of a model file (``options``: surgery.InsertOptions)."""
-    from ..edits.surgery import insert_gradient
+    from ..edits.surgery import insert_gradient, insert_in
 
     def operation(model):
         model, insertions = insert_gradient(model, options, inplace=True)
         return model, InsertReport(insertions)
 
-    return _change_graphdef_file(path, output, kind, _on_skeleton(path, operation), operation)
+    fast = _on_stored(path, lambda every_scope: InsertReport(insert_in(every_scope, options)))
+    return _change_graphdef_file(path, output, kind, fast, operation)
 
 
 @dataclass
@@ -217,13 +223,14 @@ class BypassReport:
 def bypass_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """BPDA across a region of one model file (``options``: surgery.BypassOptions);
     a frozen model's constants are never read."""
-    from ..edits.surgery import bypass_region
+    from ..edits.surgery import bypass_in, bypass_region
 
     def operation(model):
         model, bypasses = bypass_region(model, options, inplace=True)
         return model, BypassReport(bypasses)
 
-    return _change_graphdef_file(path, output, kind, _on_skeleton(path, operation), operation)
+    fast = _on_stored(path, lambda every_scope: BypassReport(bypass_in(every_scope, options)))
+    return _change_graphdef_file(path, output, kind, fast, operation)
 
 
 def reset_files(paths: Sequence[str], options: Any, output: OutputOptions, kind: str | None = None,
