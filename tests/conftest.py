@@ -3,6 +3,8 @@ import shutil
 import subprocess
 import sys
 
+from dataclasses import dataclass
+
 import pytest
 from click.testing import CliRunner
 
@@ -47,6 +49,50 @@ def fast_rewrite(data: bytes, rewrite_options: RewriteOptions):
     """(output bytes, report) of the fast path for binary GraphDefs."""
     chunks, report = rewrite_graphdef_bytes(data, rewrite_options)
     return b"".join(bytes(chunk) for chunk in chunks), report
+
+
+READINGS = ("parsed", "scanned", "stored")
+
+
+@dataclass
+class Reading:
+    name: str
+    opened: list  # the class of each fast reading opened so far
+
+
+@pytest.fixture(params=READINGS)
+def reading(request, monkeypatch):
+    """Every command's reading of binary GraphDefs forced to one implementation:
+    the full parse ("parsed": the fast readings step aside), the scan of large
+    nodes through a file window, constants left out of the skeleton ("scanned"),
+    or the cut-down parses of small nodes ("stored"). Used by the tests of
+    rewrite, summary, reset, insert, bypass and --embed, so that each holds for
+    every reading; afterwards, a check that no other reading was opened."""
+    from graphgrad.edits import fast, stored as edits_stored
+    from graphgrad.files import scan, skeleton, stored
+    from graphgrad.files.wireformat import NotApplicable
+
+    opened = []
+    factory = stored.open_stored
+
+    def forced(data, whole):
+        if request.param == "parsed":
+            raise NotApplicable("the full parse, forced by the test")
+        graph = factory(data, whole)
+        opened.append(type(graph).__name__)
+        return graph
+
+    for module in (fast, edits_stored):
+        monkeypatch.setattr(module, "open_stored", forced)
+    if request.param == "scanned":
+        monkeypatch.setattr(scan, "MIN_AVERAGE_NODE_BYTES", 0)
+        monkeypatch.setattr(stored, "WHOLE_READ_LIMIT", 0)
+        monkeypatch.setattr(skeleton, "HEAVY_ATTR_BYTES", 64)
+    elif request.param == "stored":
+        monkeypatch.setattr(scan, "MIN_AVERAGE_NODE_BYTES", 1 << 40)
+    yield Reading(request.param, opened)
+    expected = {"scanned": "ScannedGraph", "stored": "HeadGraph"}.get(request.param)
+    assert all(name == expected for name in opened), opened
 
 
 def dead_pid() -> int:

@@ -10,6 +10,9 @@ from graphgrad.edits.surgery import BypassOptions, ResetOptions, bypass_region, 
 from graphgrad.errors import SelectionError
 from graphgrad.gradients.spec import parse_spec
 
+# Every test here runs on each reading of binary GraphDefs (conftest.reading).
+pytestmark = pytest.mark.usefixtures("reading")
+
 RNG = np.random.default_rng(11)
 DEFENCES = [  # (fixture, --to, a feed for x)
     ("quantized_classifier.pb", "dequantize:0", lambda: RNG.uniform(0, 1, (5, 4)).astype(np.float32)),

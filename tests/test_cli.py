@@ -7,6 +7,9 @@ import pytest
 from conftest import GOLDEN, ROOT, fixture, run_cli
 from graphgrad import iter_nodes, read_model
 
+# Every test here runs on each reading of binary GraphDefs (conftest.reading).
+pytestmark = pytest.mark.usefixtures("reading")
+
 
 def check_golden(name, text):
     """Compare with tests/golden/NAME; GRAPHGRAD_UPDATE_GOLDEN=1 rewrites it."""
@@ -211,6 +214,7 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path):
     assert "3 files: 2 errors, 1 unchanged" in twice.stdout
 
 
+@pytest.mark.parametrize("reading", ["stored"], indirect=True)  # once: it registers a gradient in this process
 def test_user_gradients_module(tmp_path):
     module = tmp_path / "my_grads.py"
     module.write_text(

@@ -13,6 +13,9 @@ from graphgrad import (
 from graphgrad.graph.model import override_of
 from graphgrad.names import ATTR
 
+# Every test here runs on each reading of binary GraphDefs (conftest.reading).
+pytestmark = pytest.mark.usefixtures("reading")
+
 
 def options(*rules, **kwargs):
     parsed = tuple(parse_rule(kind, text) for kind, text in rules)

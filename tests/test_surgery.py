@@ -9,6 +9,25 @@ from graphgrad import RewriteOptions, SelectionError, SpecError, parse_rule, par
 from graphgrad.edits.diff import diff_models
 from graphgrad.edits.surgery import InsertOptions, ResetOptions, embed_rules, insert_gradient, reset_model
 
+# Every test here runs on each reading of binary GraphDefs (conftest.reading).
+pytestmark = pytest.mark.usefixtures("reading")
+
+
+def test_the_forced_reading_is_the_one_that_edits_and_all_give_one_graph(reading, tmp_path):
+    """conftest.reading routes the commands to one reading; insert and --embed give the parse's graph on each."""
+    outputs = {}
+    for command in (["insert", "--at", "l1_dense/BiasAdd:0", "--grad", "reverse", "--embed"],
+                    ["rewrite", "--op", "Relu=identity", "--embed"]):
+        out = tmp_path / f"{command[0]}.pb"
+        run_cli(command[0], fixture("dense_net.pb"), *command[1:], "-o", out)
+        outputs[command[0]] = read_model(str(out)).message
+    expected = {"parsed": [], "scanned": ["ScannedGraph"] * 2, "stored": ["HeadGraph"] * 2}
+    assert reading.opened == expected[reading.name]
+    model = read_model(fixture("dense_net.pb"))
+    assert outputs["insert"] == insert(model, "l1_dense/BiasAdd:0", "reverse", embed=True)[0].message
+    rules = RewriteOptions(rules=(parse_rule("op", "Relu=identity"),), embed=True)
+    assert outputs["rewrite"] == embed_rules(model, rules)[0].message
+
 
 def insert(model, tensor, spec, **kwargs):
     return insert_gradient(model, InsertOptions(tensor, parse_spec(spec), **kwargs))

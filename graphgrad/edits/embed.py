@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import GraphgradError, SpecError
 from ..files.protos import AttrValue, DataType, TensorProto
 from ..gradients.spec import GradientSpec
-from .nodes import BYPASS, EMBED_SPEC, NodeTemplate, Recorder, Scope, dtype_attr
+from .nodes import BYPASS, EMBED_SPEC, NodeTemplate, Recorder, Scope, dtype_attr, dtype_name
 
 REPLACEMENTS = ("identity", "ste", "approx_sign", "swish_sign", "triangle", "zero")
 TRANSFORMS = ("scale", "reverse")
@@ -147,10 +147,9 @@ def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int | None, spec
     as a template with these names in its slots.
     """
     if dtype not in _FLOATS:
-        kind = DataType.Name(dtype).removeprefix("DT_").lower() if dtype else "of unknown dtype"
         raise GraphgradError(
             f"--embed builds {'/'.join(name for name, _, _ in _FLOATS.values())} arithmetic; {base} is "
-            f"{kind}. To fix this, drop --embed and register the gradient at load time"
+            f"{dtype_name(dtype)}. To fix this, drop --embed and register the gradient at load time"
         )
     template = scope.template(  # an empty device is no field at all: no slot then
         ("bypass" if bypass else "embed", spec.canonical, dtype, bool(device)),

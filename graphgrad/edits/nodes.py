@@ -590,6 +590,18 @@ def _runs(indices: list) -> list:
     return runs
 
 
+def dtype_name(dtype: int | None) -> str:
+    """As NumPy and tf.dtypes name it: float32, uint8, ...; "of unknown dtype"
+    (a value TensorFlow does not define, from a hostile file, is named as a number)."""
+    if not dtype:
+        return "of unknown dtype"
+    try:
+        name = DataType.Name(dtype).removeprefix("DT_").lower()
+    except ValueError:
+        return f"of dtype {dtype}, which TensorFlow does not define"
+    return {"float": "float32", "double": "float64", "half": "float16"}.get(name, name)
+
+
 def dtype_attr(dtype: int) -> AttrValue:
     return AttrValue(type=dtype)
 

@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from ..errors import GraphgradError, SelectionError
-from ..files.protos import DataType
 from ..gradients.spec import GradientSpec
 from ..graph.model import Model, override_of
 from ..names import ATTR
 from .embed import build_embedded, surrogate_for
-from .nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, locate_tensor, scopes
+from .nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, dtype_name, locate_tensor, scopes
 from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
 from .select import op_types_needed, select_nodes
 from .tensor_params import check_tensor_params, refuse_in_functions
@@ -201,7 +200,7 @@ def _check_bypass(scope: Scope, source: str, target: str, options: BypassOptions
         )
     source_dtype, target_dtype = scope.dtype_of(source), scope.dtype_of(target)
     if source_dtype != target_dtype or source_dtype is None:
-        names = {dtype: _dtype_name(dtype) for dtype in (source_dtype, target_dtype)}
+        names = {dtype: dtype_name(dtype) for dtype in (source_dtype, target_dtype)}
         raise SelectionError(
             f"--from {options.source} is {names[source_dtype]} and --to {options.target} is "
             f"{names[target_dtype]}: the gradient of --to can reach --from only between floating-point tensors "
@@ -215,14 +214,6 @@ def _check_bypass(scope: Scope, source: str, target: str, options: BypassOptions
             "the identity needs equal shapes. To fix this, choose tensors of one shape, or a surrogate that "
             "maps one onto the other"
         )
-
-
-def _dtype_name(dtype: int | None) -> str:
-    """As NumPy and tf.dtypes name it: float32, uint8, ...; "of unknown dtype"."""
-    if not dtype:
-        return "of unknown dtype"
-    name = DataType.Name(dtype).removeprefix("DT_").lower()
-    return {"float": "float32", "double": "float64", "half": "float16"}.get(name, name)
 
 
 def _compatible(a: list | None, b: list | None) -> bool:
