@@ -105,7 +105,7 @@ class NodeTemplate:
 
     def output_ref_of(self, values: dict) -> str:
         """The output's ref, the slots' ``values`` in place."""
-        return "".join([values.get(part, part) for part in self._output_ref_parts])
+        return "".join([values[part] if part in values else part for part in self._output_ref_parts])
 
     def substitute(self, text: str, values: dict) -> str:
         # One pass: a value that happens to contain a placeholder is not read again.
@@ -201,7 +201,7 @@ class Scope:
         """``owner``: the GraphDef of a top level, or the FunctionDef of a body."""
         self.graph, self.owner = graph, owner
         is_body = owner.DESCRIPTOR.name == "FunctionDef"
-        self.function = owner if is_body else None
+        self.function: Any = owner if is_body else None
         self.nodes = owner.node_def if is_body else owner.node  # the repeated NodeDef
         self._added: list = []  # AddedNode and _Instance, in order
         self._group_values: dict = {}
