@@ -20,7 +20,7 @@ from ..errors import GraphgradError
 from ..files.protos import AttrValue, DataType
 from ..files.wireformat import encode_nodes
 from ..graph.functions import rename_function_references, rename_in_attr
-from ..graph.model import Model, NodeRef
+from ..graph.model import Model, NodeRef, dtype_in
 
 GROUP = "_graphgrad_group"
 SOURCE = "_graphgrad_source"
@@ -33,8 +33,6 @@ OUTPUT_ARGS = {
     "Sub": "z", "AddV2": "z", "Mul": "z", "Abs": "y", "Sigmoid": "y", "IsFinite": "y", "ZerosLike": "y",
     "Select": "output", "Shape": "output", "Reshape": "output",
 }
-# Attributes that give the dtype of a node's outputs, in order of trust.
-_DTYPE_ATTRS = ("T", "dtype", "DstT", "out_type", "Tout", "output_types", "Toutput_types")
 DTYPES = {
     name.lower().removeprefix("dt_"): value
     for name, value in DataType.items()
@@ -151,7 +149,8 @@ class _Instance:
                               for index, node in self.nodes.items()):  # a rerouted input: encode its nodes one by one
             nodes = [self.nodes.get(index) or template.node(index, self.values) for index in range(len(template.nodes))]
             return b"".join(encode_nodes(nodes, field_number))
-        return template.encoding(tuple(self.values[slot].encode() for slot in template.slots), field_number)
+        values = self.values
+        return template.encoding(tuple([values[slot].encode() for slot in template.slots]), field_number)
 
 
 class Recorder:
@@ -243,8 +242,11 @@ class Scope:
     def _enter_names(self) -> list[str]:
         return [node.name for node in self.nodes if node.op in ("Enter", "RefEnter")]
 
-    def _changed(self, node: Any) -> None:
-        """``node``'s inputs were changed in place (a stored node is then written anew)."""
+    def _add_use(self, producer: str, use: tuple) -> None:
+        self._uses[producer].add(use)
+
+    def _set_input(self, consumer: str, position: int, ref: str) -> None:
+        self.node(consumer).input[position] = ref
 
     def _record_uses(self, node, inputs=None):
         """Record ``node``'s data inputs (``inputs``: its input list, if at hand as
@@ -335,13 +337,11 @@ class Scope:
         for consumer, position in uses:
             old = self._input(consumer, position)
             self._uses[old.split(":")[0]].discard((consumer, position))
-            self._uses[new_ref.split(":")[0]].add((consumer, position))
+            self._add_use(new_ref.split(":")[0], (consumer, position))
             if consumer is None:
                 self.function.ret[position] = new_ref
             else:
-                node = self.node(consumer)
-                node.input[position] = new_ref
-                self._changed(node)
+                self._set_input(consumer, position, new_ref)
 
     def stand_in(self, ref: str) -> Any:
         """The graphgrad node that already stands in for tensor ``ref``, if any."""
@@ -357,7 +357,9 @@ class Scope:
     def unique_name(self, base: str, start: int | None = None) -> str:
         """``base`` (or ``base_<n>``) that no node has, nor uses as a name scope."""
         def taken(name):
-            return name in self._by_name or name in self._name_scopes or self.node(name) is not None
+            # A group added by add_group is a name scope; its members' labels are a
+            # builder's (stop_y, clip, ...), never a base's suffix here.
+            return name in self._by_name or name in self._name_scopes
 
         candidates = [base] if start is None else []
         number = 1 if start is None else start
@@ -412,7 +414,7 @@ class Scope:
         for index, position, slot in template.slot_uses:
             ref = values[slot]
             if not ref.startswith("^"):
-                self._uses[ref.split(":")[0]].add((f"{group}/{template.labels[index]}", position))
+                self._add_use(ref.split(":")[0], (f"{group}/{template.labels[index]}", position))
         self._stand_ins[self.canonical(values[template.stands_in_for])] = instance
         return f"{group}/{template.labels[template.output]}", template.output_ref_of(values)
 
@@ -476,15 +478,7 @@ class Scope:
         producer = self.node(name)
         if producer is None:
             return None
-        for key in _DTYPE_ATTRS:
-            if key not in producer.attr:
-                continue
-            attr = producer.attr[key]
-            if attr.HasField("type"):
-                return attr.type
-            if attr.HasField("list") and len(attr.list.type) > index:
-                return attr.list.type[index]
-        return None
+        return dtype_in(producer.attr, index)
 
 
 def name_scopes(names: Iterable[str]) -> set[str]:

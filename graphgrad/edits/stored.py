@@ -12,7 +12,7 @@ Anything else raises :class:`~graphgrad.files.wireformat.NotApplicable`, and the
 caller parses the file whole (:func:`graphgrad.jobs.api._change_graphdef_file`).
 """
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from itertools import accumulate
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
@@ -39,15 +39,30 @@ class _Uses(dict):
         super().__init__()
         producers = [ref.partition(":")[0] if ref[:1] != "^" else "" for ref in inputs]  # "": a control input
         self._order = sorted(range(len(producers)), key=producers.__getitem__)
-        self._producers = [producers[position] for position in self._order]
+        self._in_order = in_order = [producers[position] for position in self._order]
+        # Where each producer's run starts in the sorted order: a dict made in C, an
+        # earlier position overwriting a later one.
+        self._first = dict(zip(reversed(in_order), range(len(in_order) - 1, -1, -1)))
         self._names, self._starts = names, starts
+        self._added: dict = {}  # producer -> uses added before its set was made
+
+    def add(self, producer: str, use: tuple) -> None:
+        """Record a new use, without making the producer's set yet."""
+        if producer in self:
+            self[producer].add(use)
+        else:
+            self._added.setdefault(producer, []).append(use)
 
     def __missing__(self, producer: str) -> set:
-        low, high = bisect_left(self._producers, producer), bisect_right(self._producers, producer)
-        uses = set()
-        for position in self._order[low:high]:
-            owner = bisect_right(self._starts, position) - 1
-            uses.add((self._names[owner], position - self._starts[owner]))
+        uses = set(self._added.pop(producer, ()))
+        sorted_position = self._first.get(producer)
+        if sorted_position is not None:
+            in_order, order, starts = self._in_order, self._order, self._starts
+            while sorted_position < len(in_order) and in_order[sorted_position] == producer:
+                position = order[sorted_position]
+                owner = bisect_right(starts, position) - 1
+                uses.add((self._names[owner], position - starts[owner]))
+                sorted_position += 1
         self[producer] = uses
         return uses
 
@@ -67,6 +82,7 @@ class StoredScope(Scope):
         self.stored = graph
         self.nodes = None  # no NodeDefs: the index below comes from the columns
         self._made: dict = {}  # index -> HeadNode
+        self._edited: set = set()  # indices of the nodes whose inputs an edit changed (in the columns)
         self._spent = False
 
     def __getattr__(self, name):
@@ -96,6 +112,8 @@ class StoredScope(Scope):
         node = self._made.get(index)
         if node is None:
             node = self._made[index] = self.stored.node_at(index)
+            if index in self._edited:
+                node.input[:] = self._inputs[self._starts[index]:self._starts[index + 1]]
         return node
 
     def node(self, name: str) -> Any:
@@ -106,7 +124,7 @@ class StoredScope(Scope):
 
     def _input(self, consumer: str | None, position: Any) -> str:
         index = self._by_name.get(consumer)
-        if isinstance(index, int) and index not in self._made:  # as stored: from the columns
+        if isinstance(index, int):  # the columns hold a stored node's inputs, edits included
             return self._inputs[self._starts[index] + position]
         return super()._input(consumer, position)
 
@@ -122,14 +140,37 @@ class StoredScope(Scope):
     def _enter_names(self) -> list[str]:
         return [name for name, op in zip(self._names, self._ops) if op in ("Enter", "RefEnter")]
 
-    def _changed(self, node: Any) -> None:
-        if isinstance(node, HeadNode):
-            node.dirty = True
+    def _add_use(self, producer: str, use: tuple) -> None:
+        self._uses.add(producer, use)
+
+    def _set_input(self, consumer: str, position: int, ref: str) -> None:
+        index = self._by_name.get(consumer)
+        if not isinstance(index, int):
+            return super()._set_input(consumer, position, ref)
+        self._inputs[self._starts[index] + position] = ref  # the columns hold a stored node's inputs
+        self._edited.add(index)
+        made = self._made.get(index)
+        if made is not None:
+            made.input[position] = ref
+
+    def dtype_of(self, ref: str) -> int | None:
+        name, index = self.split_ref(ref)
+        found = self._by_name.get(name)
+        if isinstance(found, int):  # from its encoded attribute entries (edits change no dtype attribute)
+            return self.stored.dtype_at(found, index)
+        return super().dtype_of(ref)
 
     def _node_holder(self) -> Any:
         return self.stored.encoded
 
     def commit(self) -> None:
+        for index in self._edited:  # written anew, inputs from the columns
+            made = self._made.get(index)
+            if made is not None:
+                made.dirty = True  # HeadGraph.chunks writes it
+            else:
+                self.stored.set_inputs(index, self._inputs[self._starts[index]:self._starts[index + 1]])
+        self._edited = set()
         super().commit()
         self._spent = True
 

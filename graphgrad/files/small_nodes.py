@@ -36,6 +36,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from ..graph.model import dtype_in
 from ..names import ATTR, ATTR_BYTES
 from .protos import AttrValue
 from .validity import SAMPLE
@@ -158,6 +159,11 @@ def _head_override(head) -> str | None:
     return value
 
 
+@lru_cache(maxsize=4096)
+def _dtype_of_entries(entries: tuple, output: int) -> int | None:
+    return dtype_in(dict(map(_attr_entry, entries)), output)
+
+
 @lru_cache(maxsize=4096)  # a graph repeats a few entries thousands of times (T: float)
 def _attr_entry(raw: bytes) -> tuple[str, Any]:
     """``(key, AttrValue)`` of an undecoded map entry."""
@@ -224,6 +230,17 @@ class HeadGraph:
         node = HeadNode(head, head.op, index, self.has_overrides)
         self._handed_out.append(node)
         return node
+
+    def set_inputs(self, index: int, inputs: list) -> None:
+        """Give the top-level node at ``index`` these inputs (its encoding is made anew)."""
+        head = self._heads.node[index]
+        head.input[:] = inputs
+        self.encoded.node[index] = head.SerializeToString()
+
+    def dtype_at(self, index: int, output: int = 0) -> int | None:
+        """The dtype of output ``output`` of the top-level node at ``index``, from its
+        attribute entries (a few distinct lists of them in a whole graph: decoded once)."""
+        return _dtype_of_entries(tuple(self._heads.node[index].attr), output)
 
     def columns(self) -> tuple[list, list, list, list]:
         """``(names, op types, inputs, input counts)`` of the top-level nodes, the

@@ -142,3 +142,20 @@ def iter_nodes(model: Model, functions: bool = True, op_types: Container[str] | 
     return [
         ref for label, graph_def in model.graphs() for ref in iter_graph_nodes(graph_def, label, functions, op_types)
     ]
+
+
+# Attributes that give the dtype of a node's outputs, in order of trust.
+_DTYPE_ATTRS = ("T", "dtype", "DstT", "out_type", "Tout", "output_types", "Toutput_types")
+
+
+def dtype_in(attr: Any, index: int = 0) -> int | None:
+    """The dtype of output ``index`` of a node with attributes ``attr`` (None if unknown)."""
+    for key in _DTYPE_ATTRS:
+        if key not in attr:
+            continue
+        value = attr[key]
+        if value.HasField("type"):
+            return value.type
+        if value.HasField("list") and len(value.list.type) > index:
+            return value.list.type[index]
+    return None
