@@ -217,7 +217,7 @@ class Scope:
         self._by_name = {node.name: node for node in self.nodes}
         self._name_scopes = name_scopes(self._by_name)
         # producer name -> {(consumer name, or None for the function's ret, input position)}
-        self._uses: defaultdict = defaultdict(set)
+        self._uses: Any = defaultdict(set)  # (StoredScope: a mapping that makes each set on demand)
         for node in self.nodes:
             self._record_uses(node)
         if self.function is not None:
