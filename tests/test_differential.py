@@ -237,3 +237,18 @@ def test_a_corrupt_constant_is_refused_by_every_reading(tmp_path):
         result = run_cli(*command, expect=code)
         assert "not a TensorFlow graph file" in result.stderr, command
     assert not out.exists()
+
+
+def test_an_attribute_entry_with_an_unknown_field_is_no_attribute_for_any_reading(tmp_path, monkeypatch):
+    """Found by the fuzz: protobuf keeps a map entry holding a field other than its key
+    and value out of the map. Here the override's value field is turned into field 3;
+    every reading then sees no override, as the full parse does."""
+    data = bytearray(open(fixture("ste_sign_frozen.pb"), "rb").read())
+    at = data.index(b"\n\x11_gradient_op_type\x12") + 19
+    data[at] = 0x1A  # field 3, length-delimited, where the value (field 2) was
+    data = bytes(data)
+    assert not any("_gradient_op_type" in node.attr for node in full_reading(data).node)
+    path = tmp_path / "g.pb"
+    path.write_bytes(data)
+    assert compare(InMemory(), data) == 4
+    assert compare(Windowed(path, monkeypatch), data) == 4

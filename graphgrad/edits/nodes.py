@@ -118,6 +118,10 @@ class NodeTemplate:
                          sub(node.device, values), attr)
 
 
+def _use_order(use: tuple) -> tuple:
+    return use[0] is None, use[0] or "", str(use[1])
+
+
 def _picker(order: list) -> Callable[[tuple], tuple]:
     """``values -> tuple(values[i] for i in order)``, in C."""
     if len(order) == 1:
@@ -307,11 +311,16 @@ class Scope:
     def consumers(self, ref: str) -> list:
         """(consumer name, input position) of every data use; ret outputs as (None, key)."""
         ref = self.canonical(ref)
-        uses = self._uses.get(ref.split(":")[0], ())
-        return sorted(
-            (use for use in uses if self.canonical(self._input(*use)) == ref),
-            key=lambda use: (use[0] is None, use[0] or "", str(use[1])),
-        )
+        return self.uses_by_ref(self.split_ref(ref)[0]).get(ref, [])
+
+    def uses_by_ref(self, name: str) -> dict[str, list]:
+        """The data uses of node ``name``'s outputs by the (canonical) tensor reference
+        they read: ``{ref: [(consumer name, input position)]}``, ordered as
+        :meth:`consumers` orders them; ret outputs as (None, key)."""
+        found: dict = {}
+        for use in sorted(self._uses.get(name, ()), key=_use_order):
+            found.setdefault(self.canonical(self._input(*use)), []).append(use)
+        return found
 
     def in_tf1_loop(self, name: str) -> bool:
         """Whether node ``name`` runs inside a TF1 while loop's frame: it is reached
@@ -328,10 +337,6 @@ class Scope:
                     pending += [consumer for consumer, _ in self._uses.get(current, ()) if consumer is not None]
             self._loop_nodes = frame
         return name in self._loop_nodes
-
-    def uses_of_node(self, name: str) -> set[str]:
-        """The distinct tensor references through which ``name``'s outputs are used."""
-        return {self.canonical(self._input(*use)) for use in self._uses.get(name, ())}
 
     def reroute(self, uses: Iterable[tuple], new_ref: str) -> None:
         for consumer, position in uses:

@@ -277,7 +277,8 @@ def embed_in(every_scope: list[Scope], options: RewriteOptions) -> RewriteReport
 
 def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     """Embed ``spec`` on output 0 of ``node``; returns (old, new) descriptions or None."""
-    used = sorted(scope.uses_of_node(node.name))
+    uses_by_ref = scope.uses_by_ref(node.name)
+    used = sorted(uses_by_ref)
     if not used:
         return None
     if len(used) > 1 or scope.split_ref(used[0])[1] != 0:
@@ -304,7 +305,7 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     x_dtype = scope.dtype_of(inputs[0])
     if dtype is not None and x_dtype is not None and x_dtype != dtype and surrogate_for(spec).replacement is not None:
         raise SelectionError(f"{qualified}: its input and output dtypes differ; --embed needs them equal")
-    uses = scope.consumers(y_ref)
+    uses = uses_by_ref[y_ref]
     _, new_ref = build_embedded(scope, inputs[0], y_ref, dtype, spec, node.name, node.device)
     scope.reroute(uses, new_ref)
     return None, want

@@ -244,13 +244,16 @@ def node_headers(data: Any, start: int, end: int) -> tuple[list, dict]:
             except UnicodeDecodeError:
                 raise NotApplicable("an input is not UTF-8") from None
         elif number == 5:
-            key, value = b"", None
+            key, value, known = b"", None, True
             for entry_number, entry_type, _, entry_payload, entry_stop in fields(data, payload, stop):
                 if entry_type == 2 and entry_number == 1:
                     key = bytes(data[entry_payload:entry_stop])
                 elif entry_type == 2 and entry_number == 2:
                     value = (entry_payload, entry_stop)
-            attrs[key] = value
+                else:
+                    known = False
+            if known:  # protobuf keeps an entry with other fields out of the map (an unknown field)
+                attrs[key] = value
     return inputs, attrs
 
 

@@ -131,7 +131,7 @@ class HeadNode:
         """The attributes as ``{key: AttrValue}``: read them, never change them (the
         values are shared between nodes); :meth:`set_override` edits the node."""
         if self._attr is None:
-            self._attr = dict(_attr_entry(raw) for raw in self.head.attr)  # the last entry of a key wins
+            self._attr = dict(filter(None, map(_attr_entry, self.head.attr)))  # the last entry of a key wins
         return self._attr
 
     @property
@@ -161,12 +161,15 @@ def _head_override(head) -> str | None:
 
 @lru_cache(maxsize=4096)
 def _dtype_of_entries(entries: tuple, output: int) -> int | None:
-    return dtype_in(dict(map(_attr_entry, entries)), output)
+    return dtype_in(dict(filter(None, map(_attr_entry, entries))), output)
 
 
 @lru_cache(maxsize=4096)  # a graph repeats a few entries thousands of times (T: float)
-def _attr_entry(raw: bytes) -> tuple[str, Any]:
-    """``(key, AttrValue)`` of an undecoded map entry."""
+def _attr_entry(raw: bytes) -> tuple[str, Any] | None:
+    """``(key, AttrValue)`` of an undecoded map entry; None for an entry that protobuf
+    keeps out of the map (see :func:`map_entry_known`)."""
+    if not map_entry_known(raw):
+        return None
     entry = parse("AttrEntry", raw)
     try:
         return entry.key, AttrValue.FromString(entry.value)
@@ -177,10 +180,19 @@ def _attr_entry(raw: bytes) -> tuple[str, Any]:
 @lru_cache(maxsize=256)  # a rewritten graph repeats a few entries thousands of times
 def _override_in(raw: bytes) -> str | None:
     """The override the map entry ``raw`` sets, if its key is ``_gradient_op_type``; else None."""
+    if not map_entry_known(raw):
+        return None
     entry = parse("AttrEntry", raw)
     if entry.key != ATTR:
         return None
     return AttrValue.FromString(entry.value).s.decode("utf-8", "replace")
+
+
+def map_entry_known(raw: bytes) -> bool:
+    """Whether a map entry holds only its key and value fields: protobuf's parse keeps
+    an entry with any other field out of the map (as an unknown field of the message),
+    so every reading must."""
+    return all(number in (1, 2) for number, *_ in fields(raw, 0, len(raw)))
 
 
 @lru_cache(maxsize=64)
