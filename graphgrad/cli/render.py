@@ -36,7 +36,7 @@ def to_jsonable(value: Any) -> Any:
             if isinstance(attribute, property):
                 data[name] = to_jsonable(getattr(value, name))
         return data
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, Sequence)) and not isinstance(value, str):
         return [to_jsonable(item) for item in value]
     if isinstance(value, dict):
         return {key: to_jsonable(item) for key, item in value.items()}

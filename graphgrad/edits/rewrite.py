@@ -44,45 +44,125 @@ class NodeChange:
     new: str | None
 
 
+_FIELDS = attrgetter("graph", "node", "op_type", "old", "new")
+_COLUMNS = range(5)
+_SEPARATOR = "\0"
+
+
+class Changes(Sequence):
+    """Node changes (:class:`NodeChange`) held as five columns (graphs, nodes, op
+    types, olds, news), not an object per node: a rewrite of 100k nodes reports
+    100k of them. Rows are made when read. Pickled (reports come back from worker
+    processes, and a batch keeps every file's report until it prints them), each
+    column is packed into a few objects, and unpacked when first read."""
+
+    def __init__(self, rows: Iterable[NodeChange] = ()):
+        columns = list(zip(*map(_FIELDS, rows)))
+        self._columns: list | None = [list(column) for column in columns] if columns else [[] for _ in _COLUMNS]
+        self._packed: tuple | None = None
+        self._length = len(self._columns[0])
+
+    @classmethod
+    def of_columns(cls, columns: Sequence[Sequence]) -> "Changes":
+        """Changes from ``(graphs, nodes, op types, olds, news)`` columns of equal length."""
+        changes = cls()
+        if columns and len(columns[0]):
+            changes._columns = [list(column) for column in columns]
+            changes._length = len(columns[0])
+        return changes
+
+    def add(self, graph: str, node: str, op_type: str, old: str | None, new: str | None) -> None:
+        """Append one change."""
+        for column, value in zip(self._unpacked(), (graph, node, op_type, old, new)):
+            column.append(value)
+        self._length += 1
+
+    def append(self, change: NodeChange) -> None:
+        self.add(*_FIELDS(change))
+
+    def column(self, index: int) -> Sequence:
+        """One column (0: graphs ... 4: new values), without making rows."""
+        return self._unpacked()[index]
+
+    def counts(self, index: int) -> Counter:
+        """How often each value of a column occurs; a column packed as one repeated
+        value is counted without unpacking it."""
+        if self._packed is not None and self._packed[index][0] == "same":
+            _, value, count = self._packed[index]
+            return Counter({value: count})
+        return Counter(self.column(index))
+
+    def packed(self) -> "Changes":
+        """A copy with its columns packed, as it arrives from a worker process."""
+        copy = Changes.__new__(Changes)
+        copy.__setstate__(self.__getstate__())
+        return copy
+
+    def _unpacked(self) -> list:
+        if self._columns is None:
+            self._columns = [list(_unpack(column)) for column in self._packed or ()]
+            self._packed = None
+        return self._columns
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):
+        columns = self._unpacked()
+        if isinstance(index, slice):
+            return list(map(NodeChange, *(column[index] for column in columns)))
+        return NodeChange(*(column[index] for column in columns))
+
+    def __iter__(self):
+        return map(NodeChange, *self._unpacked())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Changes({list(self)!r})"
+
+    def __getstate__(self):
+        packed = self._packed if self._columns is None else tuple(map(_pack, self._columns))
+        return {"packed": packed, "length": self._length}
+
+    def __setstate__(self, state):
+        self._columns, self._packed, self._length = None, state["packed"], state["length"]
+        if not self._length:
+            self._columns, self._packed = [[] for _ in _COLUMNS], None
+
+
 @dataclass
 class RewriteReport:
-    """What a rewrite changed, what already was as asked, and notes.
+    """What a rewrite changed, what already was as asked (:class:`Changes`), and notes."""
 
-    ``changes`` and ``unchanged`` are lists of :class:`NodeChange`. A report may
-    hold them as columns instead (:meth:`from_columns`, and reports that cross
-    processes, whose columns stay packed until read): rows are built when first
-    read, and counts never need them.
-    """
-
-    changes: list = field(default_factory=list)
-    unchanged: list = field(default_factory=list)
+    changes: Changes = field(default_factory=Changes)
+    unchanged: Changes = field(default_factory=Changes)
     notes: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.changes = self.changes if isinstance(self.changes, Changes) else Changes(self.changes)
+        self.unchanged = self.unchanged if isinstance(self.unchanged, Changes) else Changes(self.unchanged)
+        self.notes = list(self.notes)
 
     @classmethod
     def from_columns(cls, changes: Sequence = (), unchanged: Sequence = (), notes: Sequence = ()) -> "RewriteReport":
         """A report of ``(graphs, nodes, op types, olds, news)`` columns."""
-        report = cls.__new__(cls)
-        report.notes = list(notes)
-        report._columns = {"changes": _nonempty(changes), "unchanged": _nonempty(unchanged)}
-        return report
+        return cls(Changes.of_columns(changes), Changes.of_columns(unchanged), list(notes))
 
     @property
     def changed(self) -> bool:
-        if "changes" in self.__dict__:
-            return bool(self.__dict__["changes"])
-        return bool(self._counts) if "_counts" in self.__dict__ else bool(self._columns_of("changes"))
+        return bool(self.changes)
 
     @property
     def by_op_type(self) -> dict[str, int]:
         """Changed nodes per op type."""
-        if "changes" not in self.__dict__ and "_counts" in self.__dict__:
-            return dict(self._counts)  # counted where the report was made
-        return dict(sorted(Counter(self._column(2)).items()))
+        return dict(sorted(self.changes.counts(2).items()))
 
     def groups(self, examples: int = 3) -> list:
         """``(op type, new value, nodes, of which replaced, first nodes)`` per op
         type and new value, in order of first appearance; a node is ``(graph, name)``."""
-        graphs, nodes, op_types, olds, news = (self._column(index) for index in range(5))
+        graphs, nodes, op_types, olds, news = self.columns()
         keys = list(zip(op_types, news))
         counts = Counter(keys)
         replaced = Counter(key for key, old in zip(keys, olds) if old is not None)
@@ -97,63 +177,11 @@ class RewriteReport:
 
     def columns(self) -> tuple:
         """``changes`` as ``(graphs, nodes, op types, olds, news)`` columns, without building rows."""
-        return tuple(self._column(index) for index in range(5))
-
-    def _column(self, index: int):
-        """One column of ``changes`` (see :meth:`from_columns`), without building rows."""
-        if "changes" in self.__dict__:
-            return [row[index] for row in map(_FIELDS, self.__dict__["changes"])]
-        columns = self._columns_of("changes")
-        return columns[index] if columns else ()
+        return tuple(self.changes.column(index) for index in _COLUMNS)
 
     def packed(self) -> "RewriteReport":
-        """This report as it arrives from a worker process: its columns packed, its
-        counts kept. A batch holds every file's report until it prints them."""
-        report = RewriteReport.__new__(RewriteReport)
-        report.__setstate__(self.__getstate__())
-        return report
-
-    def _columns_of(self, name: str) -> tuple:
-        """The columns of ``changes`` or ``unchanged``, unpacked on first use."""
-        if name not in self._columns:
-            self._columns[name] = tuple(map(_unpack, self._packed[name]))
-        return self._columns[name]
-
-    # Reports travel back from worker processes (-j) as packed columns and their
-    # counts: they pickle far faster than one object per node, and a batch's table
-    # reads the counts alone (the parent shares two cores with the workers).
-    def __getstate__(self):
-        state = {"notes": self.notes, "counts": self.by_op_type}
-        for name in ("changes", "unchanged"):
-            if name in self.__dict__:
-                state[name] = tuple(map(_pack, _columns(self.__dict__[name])))
-            elif name in self._columns:
-                state[name] = tuple(map(_pack, self._columns[name]))
-            else:  # still packed as it arrived
-                state[name] = self._packed[name]
-        return state
-
-    def __setstate__(self, state):
-        self.notes, self._counts = state["notes"], state["counts"]
-        self._columns, self._packed = {}, {name: state[name] for name in ("changes", "unchanged")}
-
-    def __getattr__(self, name):  # only for what is not set: rows still held as columns
-        if name not in ("changes", "unchanged") or "_columns" not in self.__dict__:
-            raise AttributeError(name)
-        columns = self._columns_of(name)
-        rows = list(map(NodeChange, *columns)) if columns else []
-        setattr(self, name, rows)
-        return rows
-
-
-_FIELDS = attrgetter("graph", "node", "op_type", "old", "new")
-
-
-def _columns(changes) -> tuple:
-    return tuple(zip(*map(_FIELDS, changes)))
-
-
-_SEPARATOR = "\0"
+        """This report as it arrives from a worker process: its columns packed."""
+        return RewriteReport(self.changes.packed(), self.unchanged.packed(), self.notes)
 
 
 def _pack(column) -> tuple:
@@ -175,11 +203,6 @@ def _unpack(packed: tuple):
     if kind == "same":
         return (payload[0],) * payload[1]
     return payload[0].split(_SEPARATOR) if kind == "joined" else payload[0]
-
-
-def _nonempty(columns) -> tuple:
-    columns = tuple(columns)
-    return columns if columns and len(columns[0]) else ()
 
 
 def apply_rules(nodes: Iterable, options: RewriteOptions, all_nodes: Callable[[], Iterable] | None = None,
@@ -251,8 +274,8 @@ def refuse_misfits(uses: Iterable[tuple]) -> None:
         )
 
 
-def _changes(rows) -> list:
-    return [NodeChange(node.graph, node.name, node.op_type, old, new) for node, old, new in rows]
+def _changes(rows) -> Changes:
+    return Changes.of_columns(list(zip(*[(node.graph, node.name, node.op_type, old, new) for node, old, new in rows])))
 
 
 def _describe_refused(refused) -> str:

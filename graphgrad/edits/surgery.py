@@ -268,8 +268,8 @@ def embed_in(every_scope: list[Scope], options: RewriteOptions) -> RewriteReport
         if change is None:
             report.notes.append(f"{ref.name}: no consumer uses its output; nothing to embed")
             continue
-        change = NodeChange(ref.graph, ref.name, ref.op_type, *change)
-        (report.changes if change.old != change.new else report.unchanged).append(change)
+        old, new = change
+        (report.changes if old != new else report.unchanged).add(ref.graph, ref.name, ref.op_type, old, new)
     for scope in every_scope:
         scope.commit()
     return report
