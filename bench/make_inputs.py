@@ -4,6 +4,8 @@
   dense.pb   (b) a frozen-model-sized graph: 40 dense layers with Relu, ~100 MB of constants
   small/     (c) 200 small frozen graphs of about 0.9 MB (like tf2onnx's test models)
   many_nodes/ (c') 200 graphs of 8000 small nodes each: CPU-bound work for -j
+  chain20k.pb  a 100k-node chain of Sign, Identity, Mul, AddV2, Neg: 20,000 Signs, for
+               --embed of 20,000 nodes among 100k (python bench/make_inputs.py DIR chain20k)
   attribution.pb   an MNIST-sized classifier (784 -> 6 x 512 -> 10) through Relu, Tanh
                    and Sigmoid, scaled so that its values stay finite: for attribution
                    (python bench/make_inputs.py DIR attribution writes only this one)
@@ -25,6 +27,16 @@ def chain(nodes: int = 100_000):
         scale = tf.constant(1.5, name="scale")
         for _ in range(nodes // 4):
             h = tf.add(tf.multiply(tf.identity(tf.sign(h)), scale), scale)
+    return graph.as_graph_def()
+
+
+def chain20k(nodes: int = 100_000):
+    graph = tf.Graph()
+    with graph.as_default():
+        h = v1.placeholder(tf.float32, [None, 8], name="x")
+        scale = tf.constant(1.5, name="scale")
+        for _ in range(nodes // 5):
+            h = tf.negative(tf.add(tf.multiply(tf.identity(tf.sign(h)), scale), scale))
     return graph.as_graph_def()
 
 
@@ -99,5 +111,7 @@ def main(directory):
 if __name__ == "__main__":
     if sys.argv[2:] == ["attribution"]:
         write(os.path.join(sys.argv[1], "attribution.pb"), attribution_net())
+    elif sys.argv[2:] == ["chain20k"]:
+        write(os.path.join(sys.argv[1], "chain20k.pb"), chain20k())
     else:
         main(sys.argv[1])

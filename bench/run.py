@@ -136,6 +136,28 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
     return results
 
 
+def embed_20k(repeat, work):
+    """--embed of 20,000 nodes among 100k small nodes, against rewrite of the same nodes."""
+    source = os.path.join(CACHE, "chain20k.pb")
+    if not os.path.exists(source):
+        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "chain20k"], check=True, env=ENV)
+    out = os.path.join(work, "out.pb")
+
+    def prepare(_):
+        if os.path.exists(out):
+            os.remove(out)
+
+    rules = ["--op", "Sign=ste(clip=1.0)", "-o", out]
+    results = measure({
+        "graphgrad rewrite": GRAPHGRAD + ["rewrite", source, *rules],
+        "graphgrad rewrite --embed": GRAPHGRAD + ["rewrite", source, *rules, "--embed"],
+    }, repeat, before=prepare)
+    base = results["graphgrad rewrite"][0]
+    print("\nchain20k.pb: 100k small nodes, 20,000 Signs   (ratios against rewrite)")
+    for label, (seconds, rss) in results.items():
+        print(row(label, seconds, rss, base))
+
+
 def batch(name, label, repeat, work):
     """-j 1 against -j 2 on a folder of graphs: whole processes, and files per second
     once started (from the time that the second half of the files adds)."""
@@ -220,10 +242,10 @@ def attribution(repeat, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=["chain", "dense", "batch", "attribution"], action="append",
+    parser.add_argument("--only", choices=["chain", "embed", "dense", "batch", "attribution"], action="append",
                         help="run only these cases (repeatable); default: all")
     args = parser.parse_args()
-    cases = args.only or ["chain", "dense", "batch", "attribution"]
+    cases = args.only or ["chain", "embed", "dense", "batch", "attribution"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -234,6 +256,8 @@ def main():
                 "graphgrad rewrite --embed, 25k Signs": ["rewrite", "--op", "Sign=ste(clip=1.0)", "--embed"],
                 "graphgrad insert": ["insert", "--at", "Sign_12000:0", "--grad", "scale(0.5)"],
             })
+        if "embed" in cases:
+            embed_20k(args.repeat, work)
         if "dense" in cases:
             single_file("dense.pb", "Relu", "guided_relu", args.repeat, work, edits={
                 "graphgrad rewrite --embed": ["rewrite", "--op", "Relu=identity", "--embed"],

@@ -239,9 +239,9 @@ class Scope:
         return [(NodeRef(self.graph, function, node), node) for node in self.nodes
                 if (op_types is None or node.op in op_types) and GROUP not in node.attr]
 
-    def _node_holder(self) -> Any:
-        """The message whose node field (:data:`_NODE_FIELDS`) the added nodes join."""
-        return self.owner
+    def _append(self, fields: bytes) -> None:
+        """Add nodes encoded as fields of the owner (see :data:`_NODE_FIELDS`)."""
+        self.owner.MergeFromString(fields)  # appended to its nodes, as protobuf merges
 
     def _enter_names(self) -> list[str]:
         return [node.name for node in self.nodes if node.op in ("Enter", "RefEnter")]
@@ -264,8 +264,7 @@ class Scope:
         """Append the nodes added since the last commit to the graph."""
         if not self._added:
             return
-        holder = self._node_holder()
-        number, encoded, run = _NODE_FIELDS[holder.DESCRIPTOR.name], [], []
+        number, encoded, run = _NODE_FIELDS[self.owner.DESCRIPTOR.name], [], []
         for item in self._added + [None]:
             if isinstance(item, AddedNode):
                 run.append(item)
@@ -275,7 +274,7 @@ class Scope:
                 run = []
             if item is not None:
                 encoded.append(item.encoded(number))
-        holder.MergeFromString(b"".join(encoded))  # appended to its nodes, as protobuf merges
+        self._append(b"".join(encoded))
         self._added, self._group_values = [], {}
         for name in _INDEX:  # it holds the AddedNodes: made again from the graph when next needed
             self.__dict__.pop(name, None)
@@ -317,8 +316,12 @@ class Scope:
         """The data uses of node ``name``'s outputs by the (canonical) tensor reference
         they read: ``{ref: [(consumer name, input position)]}``, ordered as
         :meth:`consumers` orders them; ret outputs as (None, key)."""
+        uses = self._uses[name]
+        if len(uses) == 1:  # the commonest case, without a sort
+            (use,) = uses
+            return {self.canonical(self._input(*use)): [use]}
         found: dict = {}
-        for use in sorted(self._uses.get(name, ()), key=_use_order):
+        for use in sorted(uses, key=_use_order):
             found.setdefault(self.canonical(self._input(*use)), []).append(use)
         return found
 
@@ -334,7 +337,7 @@ class Scope:
                     continue
                 frame.add(current)
                 if self.node(current).op not in ("Exit", "RefExit"):
-                    pending += [consumer for consumer, _ in self._uses.get(current, ()) if consumer is not None]
+                    pending += [consumer for consumer, _ in self._uses[current] if consumer is not None]
             self._loop_nodes = frame
         return name in self._loop_nodes
 

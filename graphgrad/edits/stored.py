@@ -55,7 +55,7 @@ class _Uses(dict):
 
     def __missing__(self, producer: str) -> set:
         uses = set(self._added.pop(producer, ()))
-        sorted_position = self._first.get(producer)
+        sorted_position = self._first.get(producer) if producer else None  # "": the control inputs
         if sorted_position is not None:
             in_order, order, starts = self._in_order, self._order, self._starts
             while sorted_position < len(in_order) and in_order[sorted_position] == producer:
@@ -65,9 +65,6 @@ class _Uses(dict):
                 sorted_position += 1
         self[producer] = uses
         return uses
-
-    def get(self, producer: str, default: Any = None) -> Any:
-        return self[producer] if producer else default
 
 
 class StoredScope(Scope):
@@ -154,14 +151,14 @@ class StoredScope(Scope):
             made.input[position] = ref
 
     def dtype_of(self, ref: str) -> int | None:
-        name, index = self.split_ref(ref)
+        name, _, index = ref.partition(":")  # a top level: node or node:index
         found = self._by_name.get(name)
-        if isinstance(found, int):  # from its encoded attribute entries (edits change no dtype attribute)
-            return self.stored.dtype_at(found, index)
+        if isinstance(found, int) and (not index or index.isdigit()):  # from its encoded attribute entries
+            return self.stored.dtype_at(found, int(index or 0))  # (edits change no dtype attribute)
         return super().dtype_of(ref)
 
-    def _node_holder(self) -> Any:
-        return self.stored.encoded
+    def _append(self, fields: bytes) -> None:
+        self.stored.append_nodes(fields)
 
     def commit(self) -> None:
         for index in self._edited:  # written anew, inputs from the columns

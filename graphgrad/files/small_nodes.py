@@ -105,10 +105,10 @@ class HeadNode:
     NodeDef is (``op``, ``input``, ``device``, ``attr``) by edits of its inputs
     (set ``dirty`` then); its attributes are decoded when first asked for."""
 
-    __slots__ = ("graph", "function", "name", "op_type", "head", "index", "dirty", "_maybe_override", "_attr")
+    __slots__ = ("name", "op_type", "head", "index", "dirty", "_maybe_override", "_attr")
+    graph, function = "", None  # the top level of a lone GraphDef
 
     def __init__(self, head, op_type: str, index: int, maybe_override: bool):
-        self.graph, self.function = "", None
         self.name, self.op_type = head.name, op_type
         self.head, self.index, self.dirty = head, index, False
         self._maybe_override = maybe_override
@@ -215,6 +215,7 @@ class HeadGraph:
         # A byte search (in C): when the name occurs nowhere, no node's attributes need a look.
         self.has_overrides = ATTR_BYTES in data
         self._handed_out: list = []
+        self._appended: list = []
 
     @cached_property
     def encoded(self) -> Any:
@@ -223,6 +224,10 @@ class HeadGraph:
     @cached_property
     def _heads(self):
         return parse("GraphHeads", self.data)
+
+    @cached_property
+    def _head_nodes(self) -> Any:
+        return self._heads.node  # the container, looked up once
 
     def candidates(self, op_types: Container[str] | None = None) -> list:
         """The top-level nodes (of ``op_types`` only, if given)."""
@@ -238,21 +243,21 @@ class HeadGraph:
 
     def node_at(self, index: int) -> HeadNode:
         """The top-level node at ``index``, for edits (its changes are written back)."""
-        head = self._heads.node[index]
+        head = self._head_nodes[index]
         node = HeadNode(head, head.op, index, self.has_overrides)
         self._handed_out.append(node)
         return node
 
     def set_inputs(self, index: int, inputs: list) -> None:
         """Give the top-level node at ``index`` these inputs (its encoding is made anew)."""
-        head = self._heads.node[index]
+        head = self._head_nodes[index]
         head.input[:] = inputs
         self.encoded.node[index] = head.SerializeToString()
 
     def dtype_at(self, index: int, output: int = 0) -> int | None:
         """The dtype of output ``output`` of the top-level node at ``index``, from its
         attribute entries (a few distinct lists of them in a whole graph: decoded once)."""
-        return _dtype_of_entries(tuple(self._heads.node[index].attr), output)
+        return _dtype_of_entries(tuple(self._head_nodes[index].attr), output)
 
     def columns(self) -> tuple[list, list, list, list]:
         """``(names, op types, inputs, input counts)`` of the top-level nodes, the
@@ -340,7 +345,13 @@ class HeadGraph:
         if library is not None:
             del self.encoded.library[:]
             self.encoded.library.append(library)
-        return [self.encoded.SerializeToString()]
+        return [self.encoded.SerializeToString(), *self._appended]
+
+    def append_nodes(self, fields: bytes) -> None:
+        """Add top-level nodes, encoded as GraphDef ``node`` fields: written after
+        the rest, where a parse appends them to the nodes as if they followed the
+        last one (parsing them into the stored encodings would cost as much again)."""
+        self._appended.append(fields)
 
 
 def flat_columns(data: bytes) -> tuple[list, list, list, list, list]:
