@@ -73,8 +73,12 @@ class Changes(Sequence):
 
     def add(self, graph: str, node: str, op_type: str, old: str | None, new: str | None) -> None:
         """Append one change."""
-        for column, value in zip(self._unpacked(), (graph, node, op_type, old, new)):
-            column.append(value)
+        graphs, nodes, op_types, olds, news = self._columns if self._columns is not None else self._unpacked()
+        graphs.append(graph)
+        nodes.append(node)
+        op_types.append(op_type)
+        olds.append(old)
+        news.append(new)
         self._length += 1
 
     def append(self, change: NodeChange) -> None:
