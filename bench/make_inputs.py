@@ -20,23 +20,15 @@ import tensorflow as tf
 v1 = tf.compat.v1
 
 
-def chain(nodes: int = 100_000):
+def chain(nodes: int = 100_000, negate: bool = False):
+    """Groups of Sign, Identity, Mul, AddV2 (and Neg: 20k Signs in 100k nodes)."""
     graph = tf.Graph()
     with graph.as_default():
         h = v1.placeholder(tf.float32, [None, 8], name="x")
         scale = tf.constant(1.5, name="scale")
-        for _ in range(nodes // 4):
+        for _ in range(nodes // (5 if negate else 4)):
             h = tf.add(tf.multiply(tf.identity(tf.sign(h)), scale), scale)
-    return graph.as_graph_def()
-
-
-def chain20k(nodes: int = 100_000):
-    graph = tf.Graph()
-    with graph.as_default():
-        h = v1.placeholder(tf.float32, [None, 8], name="x")
-        scale = tf.constant(1.5, name="scale")
-        for _ in range(nodes // 5):
-            h = tf.negative(tf.add(tf.multiply(tf.identity(tf.sign(h)), scale), scale))
+            h = tf.negative(h) if negate else h
     return graph.as_graph_def()
 
 
@@ -112,6 +104,6 @@ if __name__ == "__main__":
     if sys.argv[2:] == ["attribution"]:
         write(os.path.join(sys.argv[1], "attribution.pb"), attribution_net())
     elif sys.argv[2:] == ["chain20k"]:
-        write(os.path.join(sys.argv[1], "chain20k.pb"), chain20k())
+        write(os.path.join(sys.argv[1], "chain20k.pb"), chain(negate=True))
     else:
         main(sys.argv[1])
