@@ -22,6 +22,7 @@ from ..files.scan import ScannedGraph
 from ..files.skeleton import skeleton_of
 from ..files.small_nodes import HeadGraph, HeadNode
 from ..files.stored import open_stored
+from ..files.wireformat import NotApplicable
 from .nodes import GROUP, SOURCE, Scope, name_scopes, scopes
 
 _GROUP_BYTES, _SOURCE_BYTES = GROUP.encode(), SOURCE.encode()
@@ -96,6 +97,8 @@ class StoredScope(Scope):
         self._starts = [0, *accumulate(counts)]  # node i's inputs: inputs[starts[i]:starts[i + 1]]
         self._loop_nodes = None
         self._by_name: dict = dict(zip(names, range(len(names))))  # name -> index, or an AddedNode
+        if len(self._by_name) != len(names):
+            raise NotApplicable("two nodes have one name")  # the full parse reports it
         self._name_scopes = name_scopes(names)
         self._uses = _Uses(names, inputs, self._starts)
         self._stand_ins = {}
