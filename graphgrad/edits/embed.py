@@ -55,6 +55,7 @@ class Surrogate:
     factor: float
 
 
+@lru_cache(maxsize=256)  # asked for each node a rule selects
 def surrogate_for(spec: GradientSpec) -> Surrogate:
     """The surrogate of ``spec``, or a SpecError naming the specs that can be embedded."""
     if spec.tensor_refs:

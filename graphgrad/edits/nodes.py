@@ -81,8 +81,8 @@ class NodeTemplate:
         self.stands_in_for, self.output_ref = stands_in_for, output_ref
         self.labels = [node.name.partition("/")[2] for node in nodes]
         self.index_of = {label: index for index, label in enumerate(self.labels)}
-        # (node index, input position, slot) of each input that is exactly a value from outside
-        self.slot_uses = [(index, position, ref) for index, node in enumerate(nodes)
+        # (node label, input position, slot) of each input that is exactly a value from outside
+        self.slot_uses = [(self.labels[index], position, ref) for index, node in enumerate(nodes)
                           for position, ref in enumerate(node.input) if ref in slots]
         self._pattern = re.compile("|".join(map(re.escape, slots)))
         self._output_ref_parts = [part for part in re.split(f"({self._pattern.pattern})", output_ref) if part]
@@ -116,6 +116,16 @@ class NodeTemplate:
                 and self._pattern.search(value.s.decode()) else value for key, value in node.attr.items()}
         return AddedNode(sub(node.name, values), node.op, [sub(ref, values) for ref in node.input],
                          sub(node.device, values), attr)
+
+
+class _UseSets(defaultdict):
+    """``producer name -> {(consumer name, or None for a function's ret, input position)}``."""
+
+    def __init__(self):
+        super().__init__(set)
+
+    def add(self, producer: str, use: tuple) -> None:
+        self[producer].add(use)
 
 
 def _use_order(use: tuple) -> tuple:
@@ -221,7 +231,7 @@ class Scope:
         self._by_name = {node.name: node for node in self.nodes}
         self._name_scopes = name_scopes(self._by_name)
         # producer name -> {(consumer name, or None for the function's ret, input position)}
-        self._uses: Any = defaultdict(set)  # (StoredScope: a mapping that makes each set on demand)
+        self._uses: Any = _UseSets()  # (StoredScope: a mapping that makes each set on demand)
         for node in self.nodes:
             self._record_uses(node)
         if self.function is not None:
@@ -245,9 +255,6 @@ class Scope:
 
     def _enter_names(self) -> list[str]:
         return [node.name for node in self.nodes if node.op in ("Enter", "RefEnter")]
-
-    def _add_use(self, producer: str, use: tuple) -> None:
-        self._uses[producer].add(use)
 
     def _set_input(self, consumer: str, position: int, ref: str) -> None:
         self.node(consumer).input[position] = ref
@@ -307,6 +314,10 @@ class Scope:
     def _input(self, consumer, position) -> str:
         return self.function.ret[position] if consumer is None else self.node(consumer).input[position]
 
+    def data_inputs(self, node: Any) -> list[str]:
+        """The inputs of ``node`` that are data edges (control inputs, ``^name``, left out)."""
+        return [ref for ref in node.input if ref[:1] != "^"]
+
     def consumers(self, ref: str) -> list:
         """(consumer name, input position) of every data use; ret outputs as (None, key)."""
         ref = self.canonical(ref)
@@ -345,7 +356,7 @@ class Scope:
         for consumer, position in uses:
             old = self._input(consumer, position)
             self._uses[old.split(":")[0]].discard((consumer, position))
-            self._add_use(new_ref.split(":")[0], (consumer, position))
+            self._uses.add(new_ref.split(":")[0], (consumer, position))
             if consumer is None:
                 self.function.ret[position] = new_ref
             else:
@@ -363,20 +374,17 @@ class Scope:
         self._stand_ins[self.canonical(ref)] = node
 
     def unique_name(self, base: str, start: int | None = None) -> str:
-        """``base`` (or ``base_<n>``) that no node has, nor uses as a name scope."""
-        def taken(name):
-            # A group added by add_group is a name scope; its members' labels are a
-            # builder's (stop_y, clip, ...), never a base's suffix here.
-            return name in self._by_name or name in self._name_scopes
-
-        candidates = [base] if start is None else []
+        """``base`` (or ``base_<n>``, from ``start``: 1 unless given, and then ``base``
+        itself is not tried) that no node has, nor uses as a name scope."""
+        # A group added by add_group is a name scope; its members' labels are a
+        # builder's (stop_y, clip, ...), never a base's suffix here.
+        names, name_scopes = self._by_name, self._name_scopes
+        if start is None and base not in names and base not in name_scopes:
+            return base
         number = 1 if start is None else start
-        while True:
-            candidate = candidates.pop() if candidates else f"{base}_{number}"
-            if not taken(candidate):
-                return candidate
-            if not candidates and candidate != base:
-                number += 1
+        while (candidate := f"{base}_{number}") in names or candidate in name_scopes:
+            number += 1
+        return candidate
 
     def add(self, op: str, name: str, inputs: Sequence[str] = (), attrs: dict | None = None, group: str | None = None,
             device: str = "") -> AddedNode:
@@ -419,10 +427,10 @@ class Scope:
             if scope in self._name_scopes:
                 break
             self._name_scopes.add(scope)
-        for index, position, slot in template.slot_uses:
+        for label, position, slot in template.slot_uses:
             ref = values[slot]
-            if not ref.startswith("^"):
-                self._add_use(ref.split(":")[0], (f"{group}/{template.labels[index]}", position))
+            if ref[:1] != "^":
+                self._uses.add(ref.partition(":")[0], (f"{group}/{label}", position))
         self._stand_ins[self.canonical(values[template.stands_in_for])] = instance
         return f"{group}/{template.labels[template.output]}", template.output_ref_of(values)
 

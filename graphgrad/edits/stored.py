@@ -128,6 +128,13 @@ class StoredScope(Scope):
             return self._inputs[self._starts[index] + position]
         return super()._input(consumer, position)
 
+    def data_inputs(self, node: Any) -> list[str]:
+        index = self._by_name.get(node.name)
+        if not isinstance(index, int):
+            return super().data_inputs(node)
+        starts = self._starts  # the columns hold a stored node's inputs, edits included
+        return [ref for ref in self._inputs[starts[index]:starts[index + 1]] if ref[:1] != "^"]
+
     def candidates(self, op_types: Container[str] | None = None) -> list[tuple[Any, Any]]:
         indices: Iterable[int] = range(len(self._names)) if op_types is None else [
             index for index, op in enumerate(self._ops) if op in op_types
@@ -139,9 +146,6 @@ class StoredScope(Scope):
 
     def _enter_names(self) -> list[str]:
         return [name for name, op in zip(self._names, self._ops) if op in ("Enter", "RefEnter")]
-
-    def _add_use(self, producer: str, use: tuple) -> None:
-        self._uses.add(producer, use)
 
     def _set_input(self, consumer: str, position: int, ref: str) -> None:
         index = self._by_name.get(consumer)

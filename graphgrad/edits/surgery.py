@@ -293,7 +293,7 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     want = "embedded " + spec.canonical
     if _already_there(scope, y_ref, want, qualified) is not None:
         return want, want
-    inputs = [name for name in node.input if not name.startswith("^")]
+    inputs = scope.data_inputs(node)
     if not inputs:
         raise SelectionError(f"{qualified} ({node.op}) has no data input for a surrogate to act on")
     if node.op == "IdentityN" and len(inputs) > 1:
