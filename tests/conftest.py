@@ -58,6 +58,7 @@ READINGS = ("parsed", "scanned", "stored")
 class Reading:
     name: str
     opened: list  # the class of each fast reading opened so far
+    fell_back: list  # the path of each binary GraphDef that a command then parsed whole
 
 
 @pytest.fixture(params=READINGS)
@@ -69,6 +70,7 @@ def reading(request, monkeypatch):
     rewrite, summary, reset, insert, bypass and --embed, so that each holds for
     every reading; afterwards, a check that no other reading was opened."""
     from graphgrad.edits import fast, stored as edits_stored
+    from graphgrad.jobs import api
     from graphgrad.files import scan, skeleton, stored
     from graphgrad.files.wireformat import NotApplicable
 
@@ -84,13 +86,21 @@ def reading(request, monkeypatch):
 
     for module in (fast, edits_stored):
         monkeypatch.setattr(module, "open_stored", forced)
+    fell_back: list = []
+    whole_parse = api.model_from_bytes
+
+    def parsed_whole(data, path, kind):
+        fell_back.append(path)
+        return whole_parse(data, path, kind)
+
+    monkeypatch.setattr(api, "model_from_bytes", parsed_whole)
     if request.param == "scanned":
         monkeypatch.setattr(scan, "MIN_AVERAGE_NODE_BYTES", 0)
         monkeypatch.setattr(stored, "WHOLE_READ_LIMIT", 0)
         monkeypatch.setattr(skeleton, "HEAVY_ATTR_BYTES", 64)
     elif request.param == "stored":
         monkeypatch.setattr(scan, "MIN_AVERAGE_NODE_BYTES", 1 << 40)
-    yield Reading(request.param, opened)
+    yield Reading(request.param, opened, fell_back)
     expected = {"scanned": "ScannedGraph", "stored": "HeadGraph"}.get(request.param)
     assert all(name == expected for name in opened), opened
 

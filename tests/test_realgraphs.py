@@ -159,8 +159,10 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
     equal a full parse's, and a second rewrite gives the same bytes."""
     from graphgrad.files.io import parse_model_bytes
     from graphgrad.edits.summary import summarize_bodies
-    from graphgrad.edits.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
-    from graphgrad.edits.fast import graphdef_bodies, remove_overrides_bytes, rewrite_graphdef_bytes
+    from graphgrad.edits.fast import graphdef_bodies, rewrite_graphdef_bytes
+    from graphgrad.edits.stored import open_for_edits
+    from graphgrad.edits.surgery import ResetOptions, reset_in, reset_model
+    from graphgrad.files.stored import in_memory_chunks
     from graphgrad.files.wireformat import NotApplicable
 
     used = []
@@ -186,10 +188,12 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
         assert report == full_report, relative
         again, again_report = rewrite_graphdef_bytes(output, rules)
         assert b"".join(bytes(c) for c in again) == output and not again_report.changes, relative
-        restored, removed = remove_overrides_bytes(output, reset_selects(ResetOptions()), True, RESET_MARKERS)
+        editable = open_for_edits(output, lambda: output, relative, removes=True)
+        reset = reset_in(editable.scopes, ResetOptions())
         full_restored, full_reset = reset_model(full, ResetOptions())
+        restored = in_memory_chunks(output, editable.chunks())
         assert parse_model_bytes(b"".join(bytes(c) for c in restored))[0] == full_restored.message, relative
-        assert removed == full_reset.overrides, relative
+        assert reset == full_reset, relative
         used.append(relative)
     assert len(used) > 10, "too few real graphs took the fast path"
 

@@ -14,16 +14,21 @@ pytestmark = pytest.mark.usefixtures("reading")
 
 
 def test_the_forced_reading_is_the_one_that_edits_and_all_give_one_graph(reading, tmp_path):
-    """conftest.reading routes the commands to one reading; insert and --embed give the parse's graph on each."""
+    """conftest.reading routes the commands to one reading; insert and --embed give the
+    parse's graph on each, and reset undoes them, back to the original: on the
+    skeleton, or (removing nodes among many small nodes) on the full parse."""
     outputs = {}
+    model = read_model(fixture("dense_net.pb"))
     for command in (["insert", "--at", "l1_dense/BiasAdd:0", "--grad", "reverse", "--embed"],
                     ["rewrite", "--op", "Relu=identity", "--embed"]):
-        out = tmp_path / f"{command[0]}.pb"
+        out, restored = tmp_path / f"{command[0]}.pb", tmp_path / f"{command[0]}-reset.pb"
         run_cli(command[0], fixture("dense_net.pb"), *command[1:], "-o", out)
         outputs[command[0]] = read_model(str(out)).message
-    expected = {"parsed": [], "scanned": ["ScannedGraph"] * 2, "stored": ["HeadGraph"] * 2}
+        assert "undid" in run_cli("reset", out, "-o", restored).stdout
+        assert read_model(str(restored)).message == model.message
+    expected = {"parsed": [], "scanned": ["ScannedGraph"] * 4, "stored": ["HeadGraph"] * 4}
     assert reading.opened == expected[reading.name]
-    model = read_model(fixture("dense_net.pb"))
+    assert len(reading.fell_back) == {"parsed": 4, "scanned": 0, "stored": 2}[reading.name]
     assert outputs["insert"] == insert(model, "l1_dense/BiasAdd:0", "reverse", embed=True)[0].message
     rules = RewriteOptions(rules=(parse_rule("op", "Relu=identity"),), embed=True)
     assert outputs["rewrite"] == embed_rules(model, rules)[0].message
@@ -120,7 +125,7 @@ def test_specs_without_a_surrogate_are_refused(spec):
         embed_rules(model, RewriteOptions(rules=(parse_rule("op", f"Sign={spec}"),), embed=True))
 
 
-def test_reset_removes_selected_overrides_only(tmp_path):
+def test_reset_removes_selected_overrides_only(tmp_path, reading):
     rewritten = tmp_path / "r.pb"
     run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "--node", "dense2/logits=tf:Identity",
             "-o", rewritten)
@@ -131,6 +136,7 @@ def test_reset_removes_selected_overrides_only(tmp_path):
     full = tmp_path / "f.pb"
     run_cli("reset", rewritten, "-o", full)
     assert read_model(str(full)).message == read_model(fixture("binary_net.pb")).message
+    assert len(reading.fell_back) == (4 if reading.name == "parsed" else 0)  # overrides are removed as stored
 
 
 def test_diff_command_exit_codes(tmp_path):

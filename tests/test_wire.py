@@ -217,18 +217,20 @@ def test_a_small_file_is_read_once(tmp_path, reads):
     many_nodes,  # parsed with graphgrad.files.small_nodes's cut-down schema
 ])
 def test_reset_without_inserted_nodes_equals_the_full_one(graph, reset):
-    from graphgrad.edits.fast import remove_overrides_bytes
-    from graphgrad.edits.surgery import RESET_MARKERS, ResetOptions, reset_model, reset_selects
+    from graphgrad.edits.stored import open_for_edits
+    from graphgrad.edits.surgery import ResetOptions, reset_in, reset_model
+    from graphgrad.files.stored import in_memory_chunks
 
     rewritten, _ = fast(graph().SerializeToString(deterministic=True),
                         options(("op", "Relu=guided_relu"), ("op", "Sign=ste"), ("op", "Identity=identity"),
                                 allow_missing=True))
     reset_options = ResetOptions(**reset)
-    chunks, changes = remove_overrides_bytes(
-        rewritten, reset_selects(reset_options), reset_options.functions, RESET_MARKERS)
+    editable = open_for_edits(rewritten, lambda: rewritten, "g.pb", reset_options.functions, removes=True)
+    stored_report = reset_in(editable.scopes, reset_options)
     full, report = reset_model(Model(read_model_bytes(rewritten), "graphdef", "binary"), reset_options)
-    assert read_model_bytes(b"".join(bytes(chunk) for chunk in chunks)) == full.message
-    assert changes == report.overrides and changes
+    output = b"".join(bytes(chunk) for chunk in in_memory_chunks(rewritten, editable.chunks()))
+    assert read_model_bytes(output) == full.message
+    assert stored_report == report and report.overrides
 
 
 def test_reset_of_a_frozen_model_reads_no_constant(tmp_path, reads):
@@ -244,18 +246,14 @@ def test_reset_of_a_frozen_model_reads_no_constant(tmp_path, reads):
 
 
 def test_reset_undoes_inserted_nodes_without_reading_constants(tmp_path, reads):
-    from graphgrad.edits.fast import remove_overrides_bytes
-    from graphgrad.edits.surgery import RESET_MARKERS, ResetOptions, reset_selects
-
     frozen = frozen_graph(layers=8, width=256)
     source, inserted, restored = tmp_path / "frozen.pb", tmp_path / "inserted.pb", tmp_path / "restored.pb"
     source.write_bytes(frozen.SerializeToString(deterministic=True))
     run_cli("insert", source, "--at", "dense3/Relu:0", "--grad", "ste", "--embed", "-o", inserted)
-    with pytest.raises(NotApplicable, match="inserted nodes"):  # not the override-only path...
-        remove_overrides_bytes(inserted.read_bytes(), reset_selects(ResetOptions()), True, RESET_MARKERS)
     reads.clear()
-    run_cli("reset", inserted, "-o", restored)  # ...but the skeleton's
+    result = run_cli("reset", inserted, "-o", restored)  # on the skeleton
     assert sum(end - start for start, end in reads) < source.stat().st_size / 20, "the reset read the constants"
+    assert "dense3/Relu" in result.stdout
     assert read_model(str(restored)).message == frozen
 
 

@@ -1,4 +1,4 @@
-"""Rewrite, summary and reset of a binary GraphDef on its fast reading
+"""Rewrite and summary of a binary GraphDef on its fast reading
 (:func:`graphgrad.files.stored.open_stored`): only what the job looks at is
 decoded; every other byte is copied as it was. The output is a valid GraphDef
 equal in meaning to what the full parse's job gives (the tests compare both), and
@@ -6,22 +6,18 @@ the same input and rules give the same bytes.
 """
 
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
 
 from google.protobuf.message import DecodeError
 
 from ..files.io import SourceFile
 from ..files.protos import GraphDef, NodeDef
 from ..files.scan import Library, ScannedGraph, node_headers, override_at
-from ..files.skeleton import skeleton_of
 from ..files.small_nodes import HeadGraph, flat_columns, node_inputs
 from ..files.stored import in_memory_chunks, open_stored, scan_view
 from ..files.wireformat import NotApplicable
 from ..graph.functions import calls_into_overrides, functions_with_overrides, saved_gradients, unrouted_calls_note
 from ..names import ATTR_BYTES, CALL_OPS
 from .rewrite import (
-    NodeChange,
     RewriteOptions,
     RewriteReport,
     apply_rules,
@@ -184,66 +180,3 @@ def _scanned_columns(graph: ScannedGraph):
     names = [node.name for node in graph.nodes]
     flat_inputs = [name for inputs in inputs_of for name in inputs]
     return names, [node.op_type for node in graph.nodes], flat_inputs, overrides, lambda: zip(names, inputs_of)
-
-
-def remove_overrides_bytes(data: bytes, selects: Callable[[str, str], bool], functions: bool,
-                           markers: tuple = ()) -> tuple[list, list]:
-    """Remove the override of every node ``selects(name, op type)`` picks from a
-    binary GraphDef given as bytes (function bodies too, if ``functions``).
-
-    Returns ``(chunks, changes)`` as :func:`rewrite_graphdef_bytes` does, with a
-    :class:`graphgrad.edits.rewrite.NodeChange` per removed override. Raises
-    :class:`NotApplicable` also when a node carries one of the attributes
-    ``markers`` (graphgrad's inserted nodes, which only a full parse undoes).
-    """
-    chunks, changes = _remove_overrides(data, lambda: data, selects, functions, markers)
-    return in_memory_chunks(data, chunks), changes
-
-
-def remove_overrides_file(source: SourceFile, selects: Callable[[str, str], bool], functions: bool,
-                          markers: tuple = ()) -> tuple[list, list]:
-    """:func:`remove_overrides_bytes` for a :class:`graphgrad.files.io.SourceFile`, its
-    chunks as :func:`rewrite_graphdef_file` gives them: constants are never read."""
-    return _remove_overrides(*scan_view(source), selects, functions, markers)
-
-
-def reset_graphdef_file(source: SourceFile, options: Any, path: str) -> tuple[list, Any]:
-    """``graphgrad reset`` of a binary GraphDef file (``options``: a
-    :class:`graphgrad.edits.surgery.ResetOptions`): ``(chunks, ResetReport)``.
-    Overrides are removed from the stored nodes; graphgrad's inserted nodes are
-    undone on the skeleton of a frozen model (:mod:`graphgrad.files.skeleton`):
-    either way the constants are never read. Raises :class:`NotApplicable` where
-    the full parse must do it (inserted nodes among many small nodes)."""
-    from .surgery import RESET_MARKERS, ResetReport, reset_model, reset_selects
-
-    graph = open_stored(*scan_view(source))
-    try:
-        chunks, changes = _remove_from(graph, reset_selects(options), options.functions, RESET_MARKERS)
-    except NotApplicable:
-        if not isinstance(graph, ScannedGraph):
-            raise
-        skeleton = skeleton_of(graph, path)
-        _, report = reset_model(skeleton.model, options, inplace=True)
-        return skeleton.chunks(), report
-    return chunks, ResetReport(overrides=changes)
-
-
-def _remove_overrides(data, whole, selects, functions: bool, markers):
-    return _remove_from(open_stored(data, whole), selects, functions, markers)
-
-
-def _remove_from(graph, selects, functions: bool, markers):
-    marker_keys = [marker.encode() for marker in markers]
-    library = graph.library
-    function_nodes = library.function_nodes() if functions else []
-    if graph.may_have_attrs(marker_keys) or any(
-        marker in ref.node.attr for ref in function_nodes for marker in markers
-    ):
-        raise NotApplicable("graphgrad's inserted nodes are undone on a full parse")
-    changes = []
-    for ref in graph.overriding() + function_nodes:
-        old = ref.override
-        if old is not None and selects(ref.name, ref.op_type):
-            ref.set_override(None)
-            changes.append(NodeChange(ref.graph, ref.name, ref.op_type, old, None))
-    return graph.chunks(library.changed_bytes()), changes

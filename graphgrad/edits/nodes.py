@@ -21,6 +21,7 @@ from ..files.protos import AttrValue, DataType
 from ..files.wireformat import encode_nodes
 from ..graph.functions import rename_function_references, rename_in_attr
 from ..graph.model import Model, NodeRef, dtype_in
+from ..names import ATTR
 
 GROUP = "_graphgrad_group"
 SOURCE = "_graphgrad_source"
@@ -237,9 +238,7 @@ class Scope:
         if self.function is not None:
             for key, value in self.function.ret.items():
                 self._uses[value.split(":")[0]].add((None, key))
-        self._stand_ins = {
-            self.canonical(node.attr[SOURCE].s.decode()): node for node in self.nodes if SOURCE in node.attr
-        }
+        self._stand_ins = {self.canonical(node.attr[SOURCE].s.decode()): node for node in self.marked(SOURCE)}
         self._groups: dict = {}  # group name -> _Instance, until the commit
 
     def candidates(self, op_types: Container[str] | None = None) -> list[tuple[Any, Any]]:
@@ -248,6 +247,16 @@ class Scope:
         function = self.function.signature.name if self.function is not None else None
         return [(NodeRef(self.graph, function, node), node) for node in self.nodes
                 if (op_types is None or node.op in op_types) and GROUP not in node.attr]
+
+    def marked(self, key: str) -> list:
+        """The nodes that carry attribute ``key`` (graphgrad's markers), in order."""
+        return [node for node in self.nodes if key in node.attr]
+
+    def overriding(self) -> list[tuple[Any, Any]]:
+        """``(reference, node)`` of each node that carries an override, in order, the
+        reference as :meth:`candidates` gives it (its ``override`` and ``set_override``)."""
+        function = self.function.signature.name if self.function is not None else None
+        return [(NodeRef(self.graph, function, node), node) for node in self.nodes if ATTR in node.attr]
 
     def _append(self, fields: bytes) -> None:
         """Add nodes encoded as fields of the owner (see :data:`_NODE_FIELDS`)."""
@@ -439,6 +448,7 @@ class Scope:
         node.attr[key] = AttrValue(s=value.encode())
 
     def remove(self, names: set) -> None:
+        """Remove the nodes named ``names`` (nodes added since the last commit are committed first)."""
         # In place, a run of neighbours at a time (a surrogate's nodes were added
         # together): re-adding the kept nodes would copy each of them, and a frozen
         # model's constants with them.

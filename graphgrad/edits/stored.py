@@ -23,9 +23,10 @@ from ..files.skeleton import skeleton_of
 from ..files.small_nodes import HeadGraph, HeadNode
 from ..files.stored import open_stored
 from ..files.wireformat import NotApplicable
+from ..names import ATTR_BYTES
 from .nodes import GROUP, SOURCE, Scope, name_scopes, scopes
 
-_GROUP_BYTES, _SOURCE_BYTES = GROUP.encode(), SOURCE.encode()
+_GROUP_BYTES = GROUP.encode()
 
 
 _COLUMNS = ("_names", "_ops", "_inputs", "_starts")
@@ -101,12 +102,22 @@ class StoredScope(Scope):
             raise NotApplicable("two nodes have one name")  # the full parse reports it
         self._name_scopes = name_scopes(names)
         self._uses = _Uses(names, inputs, self._starts)
-        self._stand_ins = {}
-        for index in self.stored.holding(_SOURCE_BYTES) if self.stored.may_have_attrs([_SOURCE_BYTES]) else ():
-            node = self._node_at(index)
-            if SOURCE in node.attr:
-                self._stand_ins[self.canonical(node.attr[SOURCE].s.decode())] = node
+        self._stand_ins = {self.canonical(node.attr[SOURCE].s.decode()): node for node in self.marked(SOURCE)}
         self._groups = {}
+
+    def marked(self, key: str) -> list:
+        if not self.stored.may_have_attrs([key.encode()]):  # a byte search: most graphs have no marker
+            return []
+        return [node for node in map(self._node_at, self.stored.holding(key.encode())) if key in node.attr]
+
+    def overriding(self) -> list[tuple[Any, Any]]:
+        if not self.stored.has_overrides:
+            return []
+        nodes = map(self._node_at, self.stored.holding(ATTR_BYTES))  # one node object per index, as edits need
+        return [(node, node) for node in nodes if node.override is not None]  # a HeadNode is its own reference
+
+    def remove(self, names: set) -> None:
+        raise RuntimeError("a stored scope removes no node: open_for_edits(removes=True) reads such graphs otherwise")
 
     def _node_at(self, index: int) -> HeadNode:
         node = self._made.get(index)
@@ -189,14 +200,21 @@ class Editable:
     chunks: Callable[[], list]
 
 
-def open_for_edits(data: Any, whole: Callable[[], bytes], path: str, functions: bool = True) -> Editable:
+def open_for_edits(data: Any, whole: Callable[[], bytes], path: str, functions: bool = True,
+                   removes: bool = False) -> Editable:
     """The :class:`Editable` of a binary GraphDef (``data`` and ``whole`` as
     :func:`graphgrad.files.stored.open_stored` takes them; ``path`` names it): a
     frozen model's skeleton, or many small nodes as stored. Raises
-    :class:`NotApplicable` unless every reading takes the bytes for a graph."""
+    :class:`NotApplicable` unless every reading takes the bytes for a graph, and
+    for an edit that ``removes`` graphgrad's nodes from many small nodes: a
+    :class:`StoredScope` removes none (undoing 20,000 surrogates there measured
+    slower than the full parse: each of their 200,000 nodes is decoded to read its
+    group)."""
     graph = open_stored(data, whole)
     if isinstance(graph, ScannedGraph):
         skeleton = skeleton_of(graph, path)
         return Editable(scopes(skeleton.model, functions), skeleton.chunks)
+    if removes and graph.may_have_attrs([_GROUP_BYTES]):
+        raise NotApplicable("graphgrad's nodes among many small nodes are removed on the full parse")
     bodies = [Scope("", function) for function in graph.library.functions()] if functions else []
     return Editable([StoredScope(graph)] + bodies, lambda: graph.chunks(graph.library.changed_bytes()))

@@ -357,28 +357,31 @@ def reset_model(model: Model, options: ResetOptions, inplace: bool = False) -> t
     Returns ``(model, ResetReport)``; ``reset`` after ``rewrite``/``insert``/``--embed``
     on a graph that had no overrides gives back the original message.
     """
-    selects = reset_selects(options)
-
-    def selected(scope, node) -> bool:
-        return selects(scope.prefix + node.name, node.op)
-
     result = model if inplace else model.copy()
+    return result, reset_in(scopes(result, options.functions), options)
+
+
+def reset_in(every_scope: list[Scope], options: ResetOptions) -> ResetReport:
+    """:func:`reset_model` on the scopes of a graph, however it is read (parsed,
+    a frozen model's skeleton, or many small nodes as stored)."""
+    selects = reset_selects(options)
     report = ResetReport()
-    for scope in scopes(result, options.functions):
+    for scope in every_scope:
         groups = set()
-        for output in reversed([n for n in scope.nodes if SOURCE in n.attr]):
+        for output in reversed(scope.marked(SOURCE)):
             source = output.attr[SOURCE].s.decode()
             producer = scope.node(scope.split_ref(source)[0])
-            if not (selected(scope, output) or (producer is not None and selected(scope, producer))):
+            if not (selects(scope.prefix + output.name, output.op)
+                    or (producer is not None and selects(scope.prefix + producer.name, producer.op))):
                 continue
             groups.add(output.attr[GROUP].s)
             scope.reroute(scope.consumers(scope.output_ref(output)), source)
             report.undone.append((scope.graph, scope.prefix + output.name, source))
         if groups:
-            scope.remove({n.name for n in scope.nodes if GROUP in n.attr and n.attr[GROUP].s in groups})
-        for node in scope.nodes:
-            old = override_of(node)
-            if old is not None and selected(scope, node):
-                node.attr.pop(ATTR)
-                report.overrides.append(NodeChange(scope.graph, scope.prefix + node.name, node.op, old, None))
-    return result, report
+            scope.remove({node.name for node in scope.marked(GROUP) if node.attr[GROUP].s in groups})
+        for ref, node in scope.overriding():
+            if selects(scope.prefix + node.name, node.op):
+                report.overrides.append(NodeChange(scope.graph, scope.prefix + node.name, node.op, ref.override, None))
+                ref.set_override(None)
+        scope.commit()
+    return report

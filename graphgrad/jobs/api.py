@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from ..edits.fast import graphdef_file_bodies, reset_graphdef_file, rewrite_graphdef_file
+from ..edits.fast import graphdef_file_bodies, rewrite_graphdef_file
 from ..edits.rewrite import RewriteOptions, RewriteReport, rewrite_model
 from ..edits.stored import open_for_edits
 from ..errors import GraphgradError, ModelWriteError, UsageError
@@ -151,13 +151,13 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
     return _change_graphdef_file(path, output, kind, lambda source: rewrite_graphdef_file(source, options), operation)
 
 
-def _on_stored(path: str, edit: Callable[[list], Any], functions: bool = True):
+def _on_stored(path: str, edit: Callable[[list], Any], functions: bool = True, removes: bool = False):
     """``edit(scopes) -> report`` as the fast path of :func:`_change_graphdef_file`:
     applied to the graph as stored (:func:`graphgrad.edits.stored.open_for_edits`:
     a frozen model's skeleton, whose constants are never read, or many small
     nodes without a NodeDef each), and written back around what it did not change."""
     def fast(source):
-        editable = open_for_edits(*scan_view(source), path, functions)
+        editable = open_for_edits(*scan_view(source), path, functions, removes)
         report = edit(editable.scopes)
         return editable.chunks(), report
 
@@ -246,12 +246,12 @@ def _reset_item(options, output, kind, item: Item) -> FileResult:
 
 def reset_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Remove overrides and graphgrad's nodes from one model file (``options``:
-    surgery.ResetOptions). A binary GraphDef without graphgrad's nodes takes the
-    fast path of :mod:`graphgrad.edits.fast`, and a frozen model's inserted nodes
-    are undone on its skeleton: its constants are never read."""
-    from ..edits.surgery import reset_model
+    surgery.ResetOptions). A binary GraphDef is reset as stored (see
+    :func:`_on_stored`): a frozen model's constants are never read."""
+    from ..edits.surgery import reset_in, reset_model
 
-    return _change_graphdef_file(path, output, kind, lambda source: reset_graphdef_file(source, options, path),
+    reset_as_stored = _on_stored(path, partial(reset_in, options=options), options.functions, removes=True)
+    return _change_graphdef_file(path, output, kind, reset_as_stored,
                                  lambda model: reset_model(model, options, inplace=True))
 
 
