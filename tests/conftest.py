@@ -67,8 +67,8 @@ def reading(request, monkeypatch):
     the full parse ("parsed": the fast readings step aside), the scan of large
     nodes through a file window, constants left out of the skeleton ("scanned"),
     or the cut-down parses of small nodes ("stored"). Used by the tests of
-    rewrite, summary, reset, insert, bypass and --embed, so that each holds for
-    every reading; afterwards, a check that no other reading was opened."""
+    rewrite, summary, reset, insert, bypass, --embed and diff, so that each holds
+    for every reading; afterwards, a check that no other reading was opened."""
     from graphgrad.edits import fast, stored as edits_stored
     from graphgrad.jobs import api
     from graphgrad.files import scan, skeleton, stored
@@ -84,7 +84,7 @@ def reading(request, monkeypatch):
         opened.append(type(graph).__name__)
         return graph
 
-    for module in (fast, edits_stored):
+    for module in (fast, edits_stored, api):
         monkeypatch.setattr(module, "open_stored", forced)
     fell_back: list = []
     whole_parse = api.model_from_bytes

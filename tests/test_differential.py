@@ -3,9 +3,9 @@ parse: mutated real graphs and fixtures, read by every implementation (the scan
 of bytes, the scan through a file window, the cut-down parses of small nodes).
 
 When a fast reading accepts the bytes, the full parse accepts them too, as a
-GraphDef, and the rewrite, summary and reset give what the full parse gives;
-when it does not, the command falls back to the full parse, so every command
-gives one verdict per file."""
+GraphDef, and the rewrite, --embed, summary, reset and diff give what the full
+parse gives; when it does not, the command falls back to the full parse, so
+every command gives one verdict per file."""
 
 import os
 
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from graphgrad import GraphgradError, rewrite_model
 from graphgrad.edits import fast as wire
+from graphgrad.edits.diff import diff_models, diff_stored
 from graphgrad.edits.stored import open_for_edits
 from graphgrad.edits.summary import summarize, summarize_bodies
 from graphgrad.edits.surgery import ResetOptions, embed_in, reset_in, reset_model
@@ -103,6 +104,10 @@ class Windowed:
         with SourceFile(self.path) as source:
             return edited(open_for_edits(*stored.scan_view(source), str(self.path)), embed_in, EMBED, data)
 
+    def diff(self, data, other: bytes):
+        with SourceFile(self.path) as source:
+            return diff_stored(stored.open_stored(*stored.scan_view(source)), stored.open_stored(other, lambda: other))
+
     def reset(self, data):
         with SourceFile(self.path) as source:
             return edited(open_for_edits(*stored.scan_view(source), str(self.path), removes=True), reset_in,
@@ -124,6 +129,9 @@ class InMemory:
 
     def reset(self, data):
         return edited(open_for_edits(data, lambda: data, "g.pb", removes=True), reset_in, ResetOptions(), data)
+
+    def diff(self, data, other: bytes):
+        return diff_stored(stored.open_stored(data, lambda: data), stored.open_stored(other, lambda: other))
 
 
 def edited(editable, edit, options, data: bytes) -> tuple[bytes, object]:
@@ -161,6 +169,7 @@ def compare(reading, data: bytes) -> int:
             assert tensorflow_parses(fast[1][0])
             if job == reading.embed:  # and graphgrad's nodes undone, as stored and on the full parse
                 compare_reset(fast[1][0], expected[1][0])
+            compare_diff(reading, data, fast[1][0], model, expected[1][0])
     try:
         bodies = reading.bodies(data)
     except NotApplicable:
@@ -184,6 +193,15 @@ def compare(reading, data: bytes) -> int:
         expected, expected_report = reset_model(model, ResetOptions())
         assert GraphDef.FromString(output) == expected.message and report == expected_report
     return accepted
+
+
+def compare_diff(reading, data: bytes, output: bytes, model: Model, full_output: Model) -> None:
+    """diff of a graph and its edit as stored equals the full parse's."""
+    try:
+        difference = reading.diff(data, output)
+    except NotApplicable:
+        return
+    assert difference == diff_models(model, full_output)
 
 
 def compare_reset(embedded: bytes, full_embedded: Model) -> None:

@@ -152,6 +152,45 @@ def test_diff_command_exit_codes(tmp_path):
     assert "cannot read" in missing.stderr
 
 
+@pytest.mark.parametrize("edit", [
+    ["rewrite", "--op", "Relu=guided_relu"],
+    ["insert", "--at", "l1_dense/BiasAdd:0", "--grad", "reverse", "--embed"],
+    ["rewrite", "--op", "Relu=identity", "--embed"],
+])
+def test_diff_on_each_reading_is_the_full_parses(tmp_path, reading, edit):
+    """diff compares two binary GraphDefs as stored, in the full parse's words, both ways."""
+    from graphgrad.edits.diff import ModelDifference
+
+    out = tmp_path / "o.pb"
+    run_cli(edit[0], fixture("dense_net.pb"), *edit[1:], "-o", out)
+    reading.opened.clear()
+    for a, b in ((fixture("dense_net.pb"), out), (out, fixture("dense_net.pb"))):
+        document = json.loads(run_cli("diff", a, b, "--json", expect=1).stdout)
+        expected = diff_models(read_model(str(a)), read_model(str(b)))
+        assert document["difference"]["nodes"] == json.loads(json.dumps(
+            [vars(node) | {"details": list(node.details)} for node in expected.nodes]))
+        assert document["difference"]["other"] == expected.other and isinstance(expected, ModelDifference)
+    assert reading.opened == {"parsed": [], "scanned": ["ScannedGraph"] * 4, "stored": ["HeadGraph"] * 4}[reading.name]
+
+
+def test_diff_of_stored_graphs_sees_a_changed_constant_and_other_fields(tmp_path, reading):
+    from graphs import frozen_graph
+
+    frozen = frozen_graph(layers=3, width=24)
+    changed = type(frozen)()
+    changed.CopyFrom(frozen)
+    [kernel] = [node for node in changed.node if node.name == "dense1/kernel"]
+    kernel.attr["value"].tensor.tensor_content = bytes(len(kernel.attr["value"].tensor.tensor_content))
+    changed.versions.producer += 1
+    a, b = tmp_path / "a.pb", tmp_path / "b.pb"
+    a.write_bytes(frozen.SerializeToString(deterministic=True))
+    b.write_bytes(changed.SerializeToString(deterministic=True))
+    result = run_cli("diff", a, b, expect=1).stdout
+    assert "~ dense1/kernel (Const)\n    attr value: tensor { dtype: DT_FLOAT" in result
+    assert "fields other than nodes differ: versions" in result
+    assert result.count("~ ") == 1
+
+
 def test_diff_reaches_function_bodies_and_other_fields(tmp_path):
     out = tmp_path / "o.pb"
     run_cli("insert", fixture("functions.pb"), "--at", "cond_true_39/cond/Sign:y:0", "--grad", "ste", "-o", out)

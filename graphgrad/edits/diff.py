@@ -1,9 +1,21 @@
 """What differs between two models: nodes added, removed, rewired, and changed
-attributes (``_gradient_op_type`` above all), top level and function bodies."""
+attributes (``_gradient_op_type`` above all), top level and function bodies.
+
+Written once over *listings*: every node by graph and qualified name, and the
+rest of each graph. A parsed model gives one (:func:`diff_models`); two binary
+GraphDefs are compared as stored (:func:`diff_stored`): a top-level node whose
+bytes are the same on both sides is equal, left out before anything is decoded,
+so a frozen model's constants are compared as bytes, never parsed.
+"""
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..graph.model import Model, iter_nodes
+from google.protobuf.message import DecodeError
+
+from ..files.protos import NodeDef
+from ..files.wireformat import NotApplicable
+from ..graph.model import Model, iter_graph_nodes, iter_nodes, override_of
 from ..names import ATTR
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
@@ -26,6 +38,39 @@ class ModelDifference:
     @property
     def equal(self) -> bool:
         return not self.nodes and not self.other
+
+
+class _Parsed:
+    """A node of a parsed graph."""
+
+    __slots__ = ("op_type", "node")
+
+    def __init__(self, op_type: str, node: Any):
+        self.op_type, self.node = op_type, node
+
+
+class _Stored:
+    """A top-level node as stored, parsed when asked for."""
+
+    __slots__ = ("op_type", "_encodings", "_index")
+
+    def __init__(self, op_type: str, encodings: Any, index: int):
+        self.op_type, self._encodings, self._index = op_type, encodings, index
+
+    @property
+    def node(self) -> Any:
+        try:
+            return NodeDef.FromString(self._encodings[self._index])
+        except DecodeError:  # the full parse reports what is wrong
+            raise NotApplicable("a node does not parse") from None
+
+
+@dataclass
+class _Listing:
+    """Every node of a model by (graph, qualified name), and its graphs without their nodes."""
+
+    nodes: dict
+    rest: Any  # a message to compare, or None where the kinds differ (reported once)
 
 
 def _short(attr) -> str:
@@ -62,42 +107,79 @@ def _node_details(a, b) -> tuple:
     return tuple(details)
 
 
-def _without_nodes(model: Model):
-    copy = model.copy()
-    for _, graph_def in copy.graphs():
+def _clear_nodes(graph_defs) -> None:
+    """Remove every node of these GraphDefs, top level and function bodies: what is left is compared whole."""
+    for graph_def in graph_defs:
         del graph_def.node[:]
         for function in graph_def.library.function:
             del function.node_def[:]
-    return copy
+
+
+def _listing(model: Model) -> _Listing:
+    rest = model.copy()
+    _clear_nodes(graph_def for _, graph_def in rest.graphs())
+    return _Listing({(ref.graph, ref.name): _Parsed(ref.op_type, ref.node) for ref in iter_nodes(model)},
+                    rest.message)
 
 
 def diff_models(a: Model, b: Model) -> ModelDifference:
     """Compare ``a`` and ``b`` node by node (matched by graph and qualified name)."""
-    difference = ModelDifference()
+    other = []
     if (a.kind, len(a.graphs())) != (b.kind, len(b.graphs())):
-        difference.other.append(f"kind: {a.describe()} with {len(a.graphs())} graph(s) -> "
-                                f"{b.describe()} with {len(b.graphs())} graph(s)")
-    left = {(r.graph, r.name): r for r in iter_nodes(a)}
-    right = {(r.graph, r.name): r for r in iter_nodes(b)}
-    for key in left.keys() | right.keys():
-        old, new = left.get(key), right.get(key)
+        other.append(f"kind: {a.describe()} with {len(a.graphs())} graph(s) -> "
+                     f"{b.describe()} with {len(b.graphs())} graph(s)")
+    left, right = _listing(a), _listing(b)
+    if a.kind != b.kind:
+        left.rest = right.rest = None
+    return _difference(left, right, other)
+
+
+def diff_stored(a: Any, b: Any) -> ModelDifference:
+    """Compare two binary GraphDefs as stored (:func:`graphgrad.files.stored.open_stored`:
+    a frozen model's spans or many small nodes' encodings) as :func:`diff_models`
+    compares their parses. Raises :class:`NotApplicable` where a node does not parse."""
+    (names_a, ops_a, stored_a), (names_b, ops_b, stored_b) = a.top_level(), b.top_level()
+    at_a, at_b = dict(zip(names_a, range(len(names_a)))), dict(zip(names_b, range(len(names_b))))  # the last wins
+    # Equal as stored, so equal: left out before any is decoded.
+    same = {name for name, i in at_a.items() if (j := at_b.get(name)) is not None and stored_a[i] == stored_b[j]}
+    return _difference(_stored_listing(a, at_a, ops_a, stored_a, same),
+                       _stored_listing(b, at_b, ops_b, stored_b, same), [])
+
+
+def _stored_listing(graph: Any, at: dict, ops: list, encodings: Any, same: set) -> _Listing:
+    nodes: dict = {("", name): _Stored(ops[index], encodings, index) for name, index in at.items() if name not in same}
+    library = graph.library.graph()
+    nodes.update(((ref.graph, ref.name), _Parsed(ref.op_type, ref.node))
+                 for ref in iter_graph_nodes(library, "", True) if ref.function is not None)
+    rest = graph.rest()
+    _clear_nodes([rest])
+    return _Listing(nodes, rest)
+
+
+def _difference(left: _Listing, right: _Listing, other: list) -> ModelDifference:
+    difference = ModelDifference(other=other)
+    for key in left.nodes.keys() | right.nodes.keys():
+        old, new = left.nodes.get(key), right.nodes.get(key)
         if old is not None and new is None:
             difference.nodes.append(NodeDifference(key[0], key[1], old.op_type, REMOVED))
         elif new is not None and old is None:
-            details: tuple[str, ...] = (f"inputs: {list(new.node.input)}",)
-            if new.override is not None:
-                details += (f"{ATTR}: {new.override!r}",)
+            node = new.node
+            details: tuple[str, ...] = (f"inputs: {list(node.input)}",)
+            if override_of(node) is not None:
+                details += (f"{ATTR}: {override_of(node)!r}",)
             difference.nodes.append(NodeDifference(key[0], key[1], new.op_type, ADDED, details))
-        elif old is not None and new is not None and old.node != new.node:
-            difference.nodes.append(
-                NodeDifference(key[0], key[1], new.op_type, CHANGED, _node_details(old.node, new.node))
-            )
+        elif old is not None and new is not None:
+            old_node, new_node = old.node, new.node
+            if old_node != new_node:
+                difference.nodes.append(
+                    NodeDifference(key[0], key[1], new.op_type, CHANGED, _node_details(old_node, new_node))
+                )
     difference.nodes.sort(key=lambda d: (d.graph, d.node))
-    rest_a, rest_b = _without_nodes(a), _without_nodes(b)
-    if rest_a.kind == rest_b.kind and rest_a.message != rest_b.message:
+    rest_a, rest_b = left.rest, right.rest
+    if rest_a is not None and rest_b is not None and rest_a != rest_b:
         fields = sorted(
-            {f.name for f, _ in rest_a.message.ListFields()} ^ {f.name for f, _ in rest_b.message.ListFields()}
-            | {f.name for f, v in rest_a.message.ListFields() if getattr(rest_b.message, f.name) != v}
+            {f.name for f, _ in rest_a.ListFields()} ^ {f.name for f, _ in rest_b.ListFields()}
+            | {f.name for f, v in rest_a.ListFields() if getattr(rest_b, f.name) != v}
         )
         difference.other.append(f"fields other than nodes differ: {', '.join(fields) or 'nested fields'}")
     return difference

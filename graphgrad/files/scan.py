@@ -106,6 +106,20 @@ class ScannedNode:
         self.dirty = True
 
 
+class _Encodings:
+    """The encodings of spans of ``data``, read one by one."""
+
+    def __init__(self, data, spans: list):
+        self._data, self._spans = data, spans
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __getitem__(self, index: int) -> bytes:
+        start, end = self._spans[index]
+        return bytes(self._data[start:end])
+
+
 class ScannedGraph:
     """A binary GraphDef as spans: nodes, the library, and everything else.
 
@@ -169,6 +183,18 @@ class ScannedGraph:
 
     def library_payloads(self) -> list:
         return [self.data[payload:end] for number, _, payload, end in self.fields if number == LIBRARY_FIELD]
+
+    def top_level(self) -> tuple[list, list, "_Encodings"]:
+        """``(names, op types, encodings)`` of the top-level nodes; each encoding is
+        read when asked for, and not kept (a frozen model's constants are its bulk)."""
+        return ([node.name for node in self.nodes], [node.op_type for node in self.nodes],
+                _Encodings(self.data, [node._span for node in self.nodes]))
+
+    def rest(self) -> Any:
+        """A GraphDef of every field but the top-level nodes (the library, versions, ...)."""
+        # Each field was checked as the scan passed it (or the whole file before).
+        return GraphDef.FromString(b"".join(bytes(self.data[entry:end])
+                                            for number, entry, _, end in self.fields if number != NODE_FIELD))
 
     def chunks(self, library: bytes | None) -> list:
         """The output: ``(start, end)`` ranges of the input for what stays as it

@@ -38,7 +38,7 @@ from google.protobuf.message import DecodeError
 
 from ..graph.model import dtype_in
 from ..names import ATTR, ATTR_BYTES
-from .protos import AttrValue
+from .protos import AttrValue, GraphDef
 from .validity import SAMPLE
 from .wireformat import NotApplicable, fields
 
@@ -335,6 +335,18 @@ class HeadGraph:
 
     def library_payloads(self) -> list:
         return list(self.encoded.library)
+
+    def top_level(self) -> tuple[list, list, Any]:
+        """``(names, op types, encodings)`` of the top-level nodes, from the flat parse
+        and the nodes as undecoded bytes."""
+        names, ops, _, _ = self.columns()
+        return names, ops, self.encoded.node
+
+    def rest(self) -> Any:
+        """A GraphDef of every field but the top-level nodes (the library, versions, ...)."""
+        others = parse("GraphNodes", self.data)  # the library as bytes, every other field unknown: kept
+        del others.node[:]
+        return GraphDef.FromString(others.SerializeToString())
 
     def chunks(self, library: bytes | None) -> list:
         """The output; ``library`` (merged and re-encoded) replaces the library fields if given."""

@@ -27,7 +27,7 @@ from ..files.io import (
     write_chunks,
     write_model,
 )
-from ..files.stored import scan_view
+from ..files.stored import open_stored, scan_view
 from ..files.wireformat import NotApplicable
 from ..graph.model import BINARY, GRAPHDEF, Model
 from .batch import BatchOptions, Item, plan, run, sweep, with_output
@@ -256,9 +256,17 @@ def reset_file(path: str, options: Any, output: OutputOptions, kind: str | None 
 
 
 def diff_files(a: str, b: str, kind: str | None = None) -> Any:
-    """What differs between two model files (a diff.ModelDifference)."""
-    from ..edits.diff import diff_models
+    """What differs between two model files (a diff.ModelDifference). Two binary
+    GraphDefs are compared as stored (:func:`graphgrad.edits.diff.diff_stored`);
+    anything else, or where that reading does not apply, on the full parses."""
+    from ..edits.diff import diff_models, diff_stored
 
+    if kind in (None, GRAPHDEF) and os.path.isfile(a) and os.path.isfile(b):
+        with SourceFile(a) as left, SourceFile(b) as right:
+            try:
+                return diff_stored(open_stored(*scan_view(left)), open_stored(*scan_view(right)))
+            except NotApplicable:
+                pass
     return diff_models(read_model(a, kind), read_model(b, kind))
 
 
