@@ -26,13 +26,15 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
 def run_once(command):
-    """Wall seconds and peak RSS (MB) of one whole process."""
+    """Wall seconds and peak RSS (MB) of one whole process; ``command`` may be
+    ``(arguments, exit code)`` for a command that succeeds with another code (diff: 1)."""
+    arguments, expected = command if isinstance(command, tuple) else (command, 0)
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    process = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"failed: {' '.join(command)}\n{process.stderr.read().decode()}")
+    if os.waitstatus_to_exitcode(status) != expected:
+        raise SystemExit(f"failed: {' '.join(arguments)}\n{process.stderr.read().decode()}")
     return seconds, usage.ru_maxrss / 1024
 
 
@@ -72,6 +74,8 @@ def row(label, seconds, rss, base_seconds):
 
 
 OP_COUNTS = "click + op counts, no checks"
+DIFF = "graphgrad diff, input vs rewrite"
+DIFF_FLOOR = "protobuf parse + compare, both"
 IMPORTS = "click + protobuf imports, no work"
 
 def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None):
@@ -90,6 +94,8 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
             with open(out, "wb") as stream:
                 stream.write(b"an earlier output")
 
+    rewritten = os.path.join(work, "rewritten.pb")  # what diff compares the input with
+    subprocess.run(rewrite_command[:-1] + [rewritten], check=True, stdout=subprocess.DEVNULL)
     # On many small nodes, the yardstick for what ops's checks cost (bench/op_counts.py).
     # And what any click command that reads protobuf pays before it reads a byte.
     counts = {
@@ -108,6 +114,8 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
             PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out,
         ],
         "protobuf parse only": [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source],
+        DIFF: (GRAPHGRAD + ["diff", source, rewritten], 1),
+        DIFF_FLOOR: [PYTHON, os.path.join(HERE, "protobuf_compare.py"), source, rewritten],
         "copy (I/O limit)": ["cp", source, out],
         "copy + fsync (durable I/O limit)": ["sh", "-c", 'cp "$0" "$1" && sync "$1"', source, out],
         "python start-up": [PYTHON, "-c", "pass"],
@@ -130,6 +138,8 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
           f" + start-up: {results[REPLACING][0] / durable_floor:.2f}x)")
     print(f"  rewrite peak RSS: {results['graphgrad rewrite'][1]:.0f} MB = "
           f"{(results['graphgrad rewrite'][1] - startup[1]) / size:.2f}x the file + start-up")
+    print(f"  diff vs protobuf parse + compare: {results[DIFF][0] / results[DIFF_FLOOR][0]:.2f}x, "
+          f"peak RSS {results[DIFF][1]:.0f} MB against {results[DIFF_FLOOR][1]:.0f} MB")
     for label in edits or {}:
         print(f"  {label.removeprefix('graphgrad ')} vs rewrite: {results[label][0] / rewrite:.2f}x, "
               f"peak RSS {results[label][1]:.0f} MB")

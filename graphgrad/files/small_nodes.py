@@ -339,7 +339,10 @@ class HeadGraph:
     def top_level(self) -> tuple[list, list, Any]:
         """``(names, op types, encodings)`` of the top-level nodes, from the flat parse
         and the nodes as undecoded bytes."""
-        names, ops, _, _ = self.columns()
+        flat = parse("GraphOps", self.data).node
+        names, ops = list(flat.name), list(flat.op)
+        if not len(names) == len(ops) == len(self.encoded.node):
+            raise NotApplicable("a node has no name or no op, or two")
         return names, ops, self.encoded.node
 
     def rest(self) -> Any:
