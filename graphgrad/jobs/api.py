@@ -168,19 +168,31 @@ def _change_graphdef_file(path: str, output: OutputOptions, kind: str | None, fa
     """``fast(source) -> (chunks, report)`` on a binary GraphDef file (see
     :mod:`graphgrad.edits.fast`); ``operation`` on the full parse of anything else, or
     where ``fast`` raises :class:`NotApplicable`."""
-    if kind in (None, GRAPHDEF) and output.encoding in (None, BINARY) and os.path.isfile(path):
-        target = _target(path, output)
+    def as_stored(source):
+        chunks, report = fast(source)
+        return _finish(path, _target(path, output), output, report, True,
+                       lambda out: write_chunks(out, chunks, source, output.sweep_temporaries))
+
+    if output.encoding not in (None, BINARY):  # a text output is written from the parse
+        return _change_file(path, output, kind, operation)
+    return _as_stored(path, kind, as_stored, lambda model: _change_file(path, output, kind, operation, model))
+
+
+def _as_stored(path: str, kind: str | None, fast: Callable[[SourceFile], Any],
+               parsed: Callable[[Model | None], Any]) -> Any:
+    """``fast(source)`` on a binary GraphDef file, read as stored; the one place
+    where a job falls back to the full parse: ``parsed(model)`` where ``fast``
+    raises :class:`NotApplicable`, and ``parsed(None)`` (the job reads the model
+    itself) for anything else."""
+    if kind in (None, GRAPHDEF) and os.path.isfile(path):
         with SourceFile(path) as source:
             try:
-                chunks, report = fast(source)
+                return fast(source)
             except NotApplicable:
                 # the file's bytes are not kept past the parse: they would double a frozen model's footprint
                 model = model_from_bytes(source.read(0, source.size), path, kind)
-            else:
-                return _finish(path, target, output, report, True,
-                               lambda out: write_chunks(out, chunks, source, output.sweep_temporaries))
-        return _change_file(path, output, kind, operation, model)
-    return _change_file(path, output, kind, operation)
+        return parsed(model)
+    return parsed(None)
 
 
 def rewrite_files(paths: Sequence[str], options: RewriteOptions, output: OutputOptions, kind: str | None = None,
@@ -261,13 +273,13 @@ def diff_files(a: str, b: str, kind: str | None = None) -> Any:
     anything else, or where that reading does not apply, on the full parses."""
     from ..edits.diff import diff_models, diff_stored
 
-    if kind in (None, GRAPHDEF) and os.path.isfile(a) and os.path.isfile(b):
-        with SourceFile(a) as left, SourceFile(b) as right:
-            try:
-                return diff_stored(open_stored(*scan_view(left)), open_stored(*scan_view(right)))
-            except NotApplicable:
-                pass
-    return diff_models(read_model(a, kind), read_model(b, kind))
+    def with_a_stored(left):  # either side not read as stored (a NotApplicable while comparing too): both parsed
+        return _as_stored(b, kind,
+                          lambda right: diff_stored(open_stored(*scan_view(left)), open_stored(*scan_view(right))),
+                          lambda right: diff_models(read_model(a, kind), right or read_model(b, kind)))
+
+    return _as_stored(a, kind, with_a_stored, lambda left: diff_models(left or read_model(a, kind),
+                                                                        read_model(b, kind)))
 
 
 def _batch(paths, output: OutputOptions, batch: BatchOptions, work, progress) -> list[FileResult]:
@@ -309,14 +321,11 @@ def summarize_file(path: str, kind: str | None = None, functions: bool = True) -
     """
     from ..edits.summary import summarize, summarize_bodies
 
-    if kind in (None, GRAPHDEF) and os.path.isfile(path):
-        with SourceFile(path) as source:
-            try:  # the summary may read more of the file (NodeDefs), so it is inside
-                return summarize_bodies(path, GRAPHDEF, BINARY, [("", graphdef_file_bodies(source, functions))])
-            except NotApplicable:
-                data = source.read(0, source.size)
-        return summarize(model_from_bytes(data, path, kind), functions)
-    return summarize(read_model(path, kind), functions)
+    # The summary may read more of the file (NodeDefs): inside the fast reading's fallback.
+    return _as_stored(path, kind,
+                      lambda source: summarize_bodies(path, GRAPHDEF, BINARY,
+                                                      [("", graphdef_file_bodies(source, functions))]),
+                      lambda model: summarize(model or read_model(path, kind), functions))
 
 
 def summarize_files(paths: Sequence[str], recursive: bool = False, kind: str | None = None,
