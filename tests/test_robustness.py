@@ -61,6 +61,22 @@ def test_duplicate_names_and_missing_inputs_are_flagged_not_fatal(tmp_path):
     assert "changed 2 node(s)" in rewritten.stdout
 
 
+@pytest.mark.parametrize("edit", [
+    ["rewrite", "--op", "Sign=ste", "--embed"],
+    ["insert", "--at", "layer1/Sign:0", "--grad", "ste"],
+    ["bypass", "--from", "x:0", "--to", "layer1/Sign:0"],
+])
+def test_edits_of_structure_refuse_two_nodes_of_one_name(tmp_path, reading, edit):
+    """TensorFlow refuses such graphs: an edit says which name, on every reading, and writes nothing."""
+    graph_def = chain_graph(4)
+    graph_def.node.add(name="layer1/Sign", op="Sign", input=["x"]).attr["T"].type = 1
+    path = tmp_path / "odd.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    result = run_cli(edit[0], path, *edit[1:], "-o", tmp_path / "out.pb", expect=1)
+    assert "2 nodes of the graph are named 'layer1/Sign': TensorFlow refuses to import such a graph" in result.stderr
+    assert not (tmp_path / "out.pb").exists()
+
+
 def test_killed_workers_never_lose_an_original(tmp_path):
     """SIGKILL the whole batch at random moments: each file is old or new, never broken."""
     original = chain_graph(60000)

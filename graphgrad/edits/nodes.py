@@ -230,6 +230,8 @@ class Scope:
     def _index(self):
         self._loop_nodes = None  # see in_tf1_loop
         self._by_name = {node.name: node for node in self.nodes}
+        if len(self._by_name) != len(self.nodes):
+            self._refuse_duplicate_names([node.name for node in self.nodes])
         self._name_scopes = name_scopes(self._by_name)
         # producer name -> {(consumer name, or None for the function's ret, input position)}
         self._uses: Any = _UseSets()  # (StoredScope: a mapping that makes each set on demand)
@@ -240,6 +242,17 @@ class Scope:
                 self._uses[value.split(":")[0]].add((None, key))
         self._stand_ins = {self.canonical(node.attr[SOURCE].s.decode()): node for node in self.marked(SOURCE)}
         self._groups: dict = {}  # group name -> _Instance, until the commit
+
+    def _refuse_duplicate_names(self, names: list) -> None:
+        from collections import Counter  # only on this error path
+
+        name, count = Counter(names).most_common(1)[0]
+        where = f"function {self.function.signature.name}" if self.function is not None else "the graph"
+        raise GraphgradError(
+            f"{count} nodes of {where} are named {name!r}: TensorFlow refuses to import such a graph, and an "
+            "edit of its structure cannot tell them apart. To fix this, rename or remove one (graphgrad ops "
+            "lists such problems); overrides alone (rewrite without --embed) still apply to each"
+        )
 
     def candidates(self, op_types: Container[str] | None = None) -> list[tuple[Any, Any]]:
         """``(reference, node)`` of each node not added by graphgrad (of ``op_types``

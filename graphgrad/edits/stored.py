@@ -99,7 +99,7 @@ class StoredScope(Scope):
         self._loop_nodes = None
         self._by_name: dict = dict(zip(names, range(len(names))))  # name -> index, or an AddedNode
         if len(self._by_name) != len(names):
-            raise NotApplicable("two nodes have one name")  # the full parse reports it
+            self._refuse_duplicate_names(names)
         self._name_scopes = name_scopes(names)
         self._uses = _Uses(names, inputs, self._starts)
         self._stand_ins = {self.canonical(node.attr[SOURCE].s.decode()): node for node in self.marked(SOURCE)}
