@@ -551,6 +551,20 @@ def test_an_x_with_a_default_is_fed_and_other_defaults_are_named(tmp_path):
     assert report["defaults"] == [] and report["gradients"][0]["norm"] == pytest.approx(3 * np.sqrt(3), rel=1e-6)
 
 
+def test_a_computed_x_is_fed_and_the_pipeline_before_it_neither_run_nor_fed(tmp_path):
+    """TF Serving's half_plus_two shape: y = 0.5 x + 2, x parsed from a serialized
+    tf.Example. --x x:0 feeds x itself; tf_example, which only computes x, is not fed."""
+    graph = tf.Graph()
+    with graph.as_default():
+        serialized = v1.placeholder(tf.string, [None], name="tf_example")
+        parsed = v1.parse_example(serialized, {"x": tf.io.FixedLenFeature([1], tf.float32)})
+        x = tf.identity(parsed["x"], name="x")
+        tf.add(0.5 * x, 2.0, name="y")
+    report = check_json(save(tmp_path, graph), "--x", "x:0", "--y", "y:0", expect=0)
+    assert report["feeds"] == {"x:0": "random float32 [1, 1]"}
+    assert report["gradients"][0]["norm"] == pytest.approx(0.5)
+
+
 def test_batch_normalisations_stop_gradient_is_named_intended_not_a_blocker(tmp_path):
     graph = tf.Graph()
     with graph.as_default():

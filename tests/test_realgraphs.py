@@ -115,6 +115,19 @@ def test_saved_model_directory_rewrite_loads_in_tensorflow(tmp_path):
         assert muls and all(op.get_attr("_gradient_op_type") == b"graphgrad/reverse(strength=1.0)" for op in muls)
 
 
+def test_check_of_tf_servings_half_plus_two_feeds_x_not_its_tf_example(tmp_path):
+    """Its x is parsed from a serialized tf.Example: --x x:0 is fed, the parser is not run."""
+    import json
+
+    pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    source = os.path.join(
+        REALGRAPHS, "tf-serving-testdata/tensorflow_serving/servables/tensorflow/testdata/"
+        "saved_model_half_plus_two_cpu/00000123")
+    report = json.loads(run_cli("check", source, "--x", "x:0", "--y", "y:0", "--json").stdout)
+    assert report["feeds"] == {"x:0": "random float32 [1, 1]"}
+    assert report["gradients"][0]["status"] == "finite" and report["gradients"][0]["norm"] == pytest.approx(0.5)
+
+
 def test_ops_names_the_inputs_and_outputs_of_a_frozen_model():
     """MTCNN's frozen graph: its four feeds (image and detection settings) and three results."""
     summary = summarize(read_model(os.path.join(REALGRAPHS, "tf-mtcnn/mtcnn.pb")))

@@ -17,7 +17,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -562,13 +562,14 @@ def _summed_softmax(y) -> SummedSoftmax | None:
     return None
 
 
-def _ancestors(tensors) -> set:
-    seen, stack = set(), [t.op for t in tensors]
+def _ancestors(tensors, fed: Container = ()) -> set:
+    """The ops ``tensors`` are computed from; a tensor in ``fed`` is not computed (its op is not reached through it)."""
+    seen, stack = set(), [t.op for t in tensors if t not in fed]
     while stack:
         op = stack.pop()
         if op not in seen:
             seen.add(op)
-            stack.extend(t.op for t in op.inputs)
+            stack.extend(t.op for t in op.inputs if t not in fed)
             stack.extend(op.control_inputs)
     return seen
 
@@ -610,15 +611,9 @@ def _feeds(graph, y, xs, given, batch, seed, report, shapes=None):
         feed[tensor] = _value(value, tensor.dtype.as_numpy_dtype)
         report.feeds[tensor.name] = "given"
     chosen = {x.op for x in xs}
-    for op in sorted(_ancestors([y] + list(xs)), key=lambda op: op.name):
-        if op.outputs and op.outputs[0] in feed:
-            continue
-        if op.type == DEFAULTED and op not in chosen:  # an x is fed even when it has a default
-            report.defaults.append(op.name)
-            continue
-        if op.type != "Placeholder" and not (op.type == DEFAULTED and op in chosen):
-            continue
-        tensor = op.outputs[0]
+
+    def feed_random(tensor):
+        op = tensor.op
         shape = _feed_shape(tensor, batch, shapes.get(op.name))
         if any(d is None for d in (tensor.shape.as_list() if tensor.shape.rank else [])[1:]):
             report.guessed_shapes[op.name] = shape
@@ -639,6 +634,20 @@ def _feeds(graph, y, xs, given, batch, seed, report, shapes=None):
             value = np.full(shape, b"", dtype=object)
         feed[tensor] = value
         report.feeds[tensor.name] = f"random {dtype.name} {shape}"
+
+    # Every x is fed, a computed one too (TensorFlow feeds any tensor): what only
+    # computes it (a tf.Example parser, a JPEG decoder) is then neither run nor fed.
+    for x in xs:
+        if x not in feed and x.op.type not in ("Placeholder", DEFAULTED) and graph.is_feedable(x):
+            feed_random(x)
+    for op in sorted(_ancestors([y] + list(xs), fed=feed), key=lambda op: op.name):
+        if op.outputs and op.outputs[0] in feed:
+            continue
+        if op.type == DEFAULTED and op not in chosen:  # an x is fed even when it has a default
+            report.defaults.append(op.name)
+            continue
+        if op.type == "Placeholder" or (op.type == DEFAULTED and op in chosen):
+            feed_random(op.outputs[0])
     return feed
 
 
