@@ -165,8 +165,8 @@ def _difference(left: _Listing, right: _Listing, other: list) -> ModelDifference
         elif new is not None and old is None:
             node = new.node
             details: tuple[str, ...] = (f"inputs: {list(node.input)}",)
-            if override_of(node) is not None:
-                details += (f"{ATTR}: {override_of(node)!r}",)
+            if (override := override_of(node)) is not None:
+                details += (f"{ATTR}: {override!r}",)
             difference.nodes.append(NodeDifference(key[0], key[1], new.op_type, ADDED, details))
         elif old is not None and new is not None:
             old_node, new_node = old.node, new.node
