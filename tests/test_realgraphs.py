@@ -168,14 +168,15 @@ def test_check_catches_a_classifier_differentiated_through_its_whole_softmax():
 
 
 def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
-    """Every real binary GraphDef: rewrite, summary and reset through graphgrad.edits.fast
+    """Every real binary GraphDef: rewrite, summary, reset and diff on the fast readings
     equal a full parse's, and a second rewrite gives the same bytes."""
     from graphgrad.files.io import parse_model_bytes
     from graphgrad.edits.summary import summarize_bodies
     from graphgrad.edits.fast import graphdef_bodies, rewrite_graphdef_bytes
     from graphgrad.edits.stored import open_for_edits
     from graphgrad.edits.surgery import ResetOptions, reset_in, reset_model
-    from graphgrad.files.stored import in_memory_chunks
+    from graphgrad.edits.diff import diff_models, diff_stored
+    from graphgrad.files.stored import in_memory_chunks, open_stored
     from graphgrad.files.wireformat import NotApplicable
 
     used = []
@@ -199,6 +200,8 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
         full, full_report = rewrite_model(model, rules)
         assert parse_model_bytes(output)[0] == full.message, relative
         assert report == full_report, relative
+        assert diff_stored(open_stored(data, lambda: data), open_stored(output, lambda: output)) == diff_models(
+            model, full), relative
         again, again_report = rewrite_graphdef_bytes(output, rules)
         assert b"".join(bytes(c) for c in again) == output and not again_report.changes, relative
         editable = open_for_edits(output, lambda: output, relative, removes=True)
