@@ -74,6 +74,7 @@ def row(label, seconds, rss, base_seconds):
 
 
 OP_COUNTS = "click + op counts, no checks"
+RESET = "graphgrad reset of the rewrite"
 DIFF = "graphgrad diff, input vs rewrite"
 DIFF_FLOOR = "protobuf parse + compare, both"
 IMPORTS = "click + protobuf imports, no work"
@@ -114,6 +115,7 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
             PYTHON, os.path.join(HERE, "protobuf_floor.py"), source, op_type, attr, out,
         ],
         "protobuf parse only": [PYTHON, os.path.join(HERE, "protobuf_floor.py"), source],
+        RESET: GRAPHGRAD + ["reset", rewritten, "-o", out],
         DIFF: (GRAPHGRAD + ["diff", source, rewritten], 1),
         DIFF_FLOOR: [PYTHON, os.path.join(HERE, "protobuf_compare.py"), source, rewritten],
         "copy (I/O limit)": ["cp", source, out],
@@ -138,6 +140,7 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
           f" + start-up: {results[REPLACING][0] / durable_floor:.2f}x)")
     print(f"  rewrite peak RSS: {results['graphgrad rewrite'][1]:.0f} MB = "
           f"{(results['graphgrad rewrite'][1] - startup[1]) / size:.2f}x the file + start-up")
+    print(f"  reset of the rewrite vs rewrite: {results[RESET][0] / rewrite:.2f}x, peak RSS {results[RESET][1]:.0f} MB")
     print(f"  diff vs protobuf parse + compare: {results[DIFF][0] / results[DIFF_FLOOR][0]:.2f}x, "
           f"peak RSS {results[DIFF][1]:.0f} MB against {results[DIFF_FLOOR][1]:.0f} MB")
     for label in edits or {}:

@@ -100,12 +100,15 @@ def parse(name: str, data: Any) -> Any:
         raise NotApplicable("does not parse as a GraphDef") from None
 
 
+_UNREAD = object()  # HeadNode's override before it is read
+
+
 class HeadNode:
     """A top-level node of a :class:`HeadGraph`, as rules see it, and read as a
     NodeDef is (``op``, ``input``, ``device``, ``attr``) by edits of its inputs
     (set ``dirty`` then); its attributes are decoded when first asked for."""
 
-    __slots__ = ("name", "op_type", "head", "index", "dirty", "_maybe_override", "_attr")
+    __slots__ = ("name", "op_type", "head", "index", "dirty", "_maybe_override", "_attr", "_override")
     graph, function = "", None  # the top level of a lone GraphDef
 
     def __init__(self, head, op_type: str, index: int, maybe_override: bool):
@@ -113,6 +116,7 @@ class HeadNode:
         self.head, self.index, self.dirty = head, index, False
         self._maybe_override = maybe_override
         self._attr: dict | None = None
+        self._override: Any = _UNREAD
 
     @property
     def op(self) -> str:
@@ -136,7 +140,9 @@ class HeadNode:
 
     @property
     def override(self) -> str | None:
-        return _head_override(self.head) if self._maybe_override else None
+        if self._override is _UNREAD:  # read once: rules and reset ask more than once
+            self._override = _head_override(self.head) if self._maybe_override else None
+        return self._override
 
     def set_override(self, value: str | None) -> None:
         if self._maybe_override:
@@ -146,7 +152,7 @@ class HeadNode:
                     del entries[index]
         if value is not None:
             self.head.MergeFromString(_attr_field(value))  # one more entry, as if read from the wire
-        self.dirty, self._attr = True, None
+        self.dirty, self._attr, self._override = True, None, value
 
 
 def _head_override(head) -> str | None:
