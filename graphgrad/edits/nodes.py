@@ -20,6 +20,7 @@ from ..errors import GraphgradError
 from ..files.protos import AttrValue, DataType
 from ..files.wireformat import encode_nodes
 from ..graph.functions import rename_function_references, rename_in_attr
+from ..graph.hints import close_names
 from ..graph.model import Model, NodeRef, dtype_in
 from ..names import ATTR
 
@@ -572,10 +573,8 @@ def locate_tensor(every_scope: list[Scope], tensor: str) -> list:
 
 
 def _function_hint(every_scope: list[Scope], tensor: str) -> str:
-    import difflib  # only on this error path
-
     top_names = [name for scope in every_scope if scope.function is None for name in scope.names()]
-    close = difflib.get_close_matches(tensor.split(":")[0], top_names, n=3, cutoff=0.6)
+    close = close_names(tensor.split(":")[0], top_names)
     if close:
         return f"; close names: {', '.join(close)}"
     function, _, rest = tensor.partition("/")

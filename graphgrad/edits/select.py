@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import RuleSyntaxError, SelectionError, SpecError
 from ..gradients.spec import GradientSpec, parse_spec
+from ..graph.hints import close_names
 from ..names import CUSTOM_GRADIENT
 
 OP = "op"
@@ -321,9 +322,7 @@ def suggest_op_types(wanted: str, present: list[str]) -> str:
             f"{wanted} is a Python API name that creates op type {' or '.join(api_types)}, "
             "and this graph has none"
         )
-    import difflib  # only on this error path
-
-    close = difflib.get_close_matches(wanted, present, n=3, cutoff=0.6)
+    close = close_names(wanted, present)
     if close:
         return f"did you mean {' or '.join(close)}?"
     return ""
@@ -337,7 +336,5 @@ def _suggest_names(pattern: str, names: list[str]) -> str:
                 f"globs match whole names; {len(suffixed)} name(s) end in /{pattern}, "
                 f"e.g. {suffixed[0]}: try '*/{pattern}'"
             )
-    import difflib
-
-    close = difflib.get_close_matches(pattern, names[:20000], n=3, cutoff=0.6)
+    close = close_names(pattern, names)
     return f"close names: {', '.join(close)}" if close else ""

@@ -32,6 +32,7 @@ from ..files.io import read_model
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
 from ..graph.functions import first_names, function_bodies, function_calls
+from ..graph.hints import close_names
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
 from ..names import ATTR, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE
 from .effects import effects_in
@@ -516,8 +517,6 @@ def _tensor(graph, name: str):
     try:
         return graph.get_tensor_by_name(full)
     except (KeyError, ValueError):
-        import difflib
-
         try:
             op = graph.get_operation_by_name(full.rpartition(":")[0])
         except (KeyError, ValueError):
@@ -525,7 +524,7 @@ def _tensor(graph, name: str):
         if op is not None and not op.outputs:
             raise CheckUsageError(f"{name} is a {op.type} op, which has no output tensor to differentiate") from None
         names = [t.name for op in graph.get_operations() for t in op.outputs]
-        close = difflib.get_close_matches(full, names, n=3, cutoff=0.5)
+        close = close_names(full, names, cutoff=0.5)
         hint = f"; close ones: {', '.join(close)}" if close else ""
         raise CheckUsageError(f"no tensor {name!r} in the graph{hint}") from None
 
