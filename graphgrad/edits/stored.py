@@ -24,12 +24,9 @@ from ..files.small_nodes import HeadGraph, HeadNode
 from ..files.stored import open_stored
 from ..files.wireformat import NotApplicable
 from ..names import ATTR_BYTES
-from .nodes import GROUP, SOURCE, Scope, name_scopes, scopes
+from .nodes import GROUP, SOURCE, IndexPart, Scope, name_scopes, scopes
 
 _GROUP_BYTES = GROUP.encode()
-
-
-_COLUMNS = ("_names", "_ops", "_inputs", "_starts")
 
 
 class _Uses(dict):
@@ -84,11 +81,11 @@ class StoredScope(Scope):
         self._edited: set = set()  # indices of the nodes whose inputs an edit changed (in the columns)
         self._spent = False
 
-    def __getattr__(self, name):
-        if name in _COLUMNS:  # made with the index
-            self._index()
-            return getattr(self, name)
-        return super().__getattr__(name)
+    # The columns, made with the rest of the index.
+    _names = IndexPart()
+    _ops = IndexPart()
+    _inputs = IndexPart()
+    _starts = IndexPart()
 
     def _index(self):
         if self._spent:
