@@ -10,6 +10,7 @@ figure is the median of --repeat rounds; a round runs every command of a case on
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -149,7 +150,7 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
     return results
 
 
-def embed_20k(repeat, work):
+def embed_20k(repeat, work, instructions=False):
     """--embed of 20,000 nodes among 100k small nodes, against rewrite of the same nodes."""
     source = os.path.join(CACHE, "chain20k.pb")
     if not os.path.exists(source):
@@ -169,6 +170,25 @@ def embed_20k(repeat, work):
     print("\nchain20k.pb: 100k small nodes, 20,000 Signs   (ratios against rewrite)")
     for label, (seconds, rss) in results.items():
         print(row(label, seconds, rss, base))
+    if instructions:
+        counts = {label: instructions_of(GRAPHGRAD + ["rewrite", source, *rules, *extra], prepare)
+                  for label, extra in (("rewrite", []), ("rewrite --embed", ["--embed"]))}
+        print(f"  instructions (callgrind): rewrite {counts['rewrite'] / 1e9:.3f} G, --embed "
+              f"{counts['rewrite --embed'] / 1e9:.3f} G: x {counts['rewrite --embed'] / counts['rewrite']:.2f}")
+
+
+def instructions_of(command, prepare) -> int:
+    """The instructions one run of ``command`` executes, counted by callgrind: the same
+    from run to run whatever the machine's load (string hashing fixed, code compiled
+    before, an empty output directory), where wall times on this shared machine move
+    by 15%."""
+    env = dict(ENV, PYTHONHASHSEED="0")
+    prepare(None)
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)  # compiles what changed, uncounted
+    prepare(None)
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+    return int(re.search(r"Collected : (\d+)", done.stderr).group(1))
 
 
 def batch(name, label, repeat, work):
@@ -257,6 +277,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["chain", "embed", "dense", "batch", "attribution"], action="append",
                         help="run only these cases (repeatable); default: all")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
     cases = args.only or ["chain", "embed", "dense", "batch", "attribution"]
     ensure_inputs()
@@ -270,7 +292,7 @@ def main():
                 "graphgrad insert": ["insert", "--at", "Sign_12000:0", "--grad", "scale(0.5)"],
             })
         if "embed" in cases:
-            embed_20k(args.repeat, work)
+            embed_20k(args.repeat, work, args.instructions)
         if "dense" in cases:
             single_file("dense.pb", "Relu", "guided_relu", args.repeat, work, edits={
                 "graphgrad rewrite --embed": ["rewrite", "--op", "Relu=identity", "--embed"],
