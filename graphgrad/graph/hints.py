@@ -1,6 +1,5 @@
 """Close names for error hints ("close names: ..."), bounded on graphs of a million nodes."""
 
-import difflib
 from collections.abc import Sequence
 
 # difflib compares the wanted name with each candidate in Python: on a million node
@@ -12,6 +11,8 @@ def close_names(wanted: str, names: Sequence[str], n: int = 3, cutoff: float = 0
     """Up to ``n`` of ``names`` that difflib finds closest to ``wanted`` (ratio at least
     ``cutoff``, best first), as ``difflib.get_close_matches`` gives them; among more
     than ``POOL_LIMIT`` candidates, from those that begin as ``wanted`` does."""
+    import difflib  # only on error paths: not at every command's start
+
     # Nothing difflib takes is left out: its ratio is at most 2 min(a, b) / (a + b) for
     # lengths a and b (its real_quick_ratio), so a name whose length puts that under
     # cutoff is never a match (the bounds are widened a little against rounding).
