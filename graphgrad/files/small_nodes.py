@@ -307,10 +307,7 @@ class HeadGraph:
     def select(self, op_types: Collection[str]) -> tuple[list, list, list]:
         """``(indices, names, op types)`` of the top-level nodes whose op type is in
         ``op_types``, without an object per node: the op types come from one flat parse."""
-        flat = parse("GraphOps", self.data).node  # not kept: its arena would raise the peak of a big graph
-        names, ops = flat.name, list(flat.op)
-        if not len(names) == len(ops) == len(self.encoded.node):
-            raise NotApplicable("a node has no name or no op, or two")
+        names, ops = self._names_and_ops()
         indices = list(compress(range(len(ops)), map(op_types.__contains__, ops)))
         shared = {op_type: op_type for op_type in op_types}  # one string per op type, not per node
         return indices, [names[index] for index in indices], [shared[ops[index]] for index in indices]
@@ -345,11 +342,17 @@ class HeadGraph:
     def top_level(self) -> tuple[list, list, Any]:
         """``(names, op types, encodings)`` of the top-level nodes, from the flat parse
         and the nodes as undecoded bytes."""
-        flat = parse("GraphOps", self.data).node
-        names, ops = list(flat.name), list(flat.op)
+        names, ops = self._names_and_ops()
+        return list(names), ops, self.encoded.node
+
+    def _names_and_ops(self) -> tuple[Any, list]:
+        """The names (protobuf's container: read by index, no string made for the
+        others) and op types of the top-level nodes, from one flat parse."""
+        flat = parse("GraphOps", self.data).node  # not kept: its arena would raise the peak of a big graph
+        names, ops = flat.name, list(flat.op)
         if not len(names) == len(ops) == len(self.encoded.node):
             raise NotApplicable("a node has no name or no op, or two")
-        return names, ops, self.encoded.node
+        return names, ops
 
     def rest(self) -> Any:
         """A GraphDef of every field but the top-level nodes (the library, versions, ...)."""
