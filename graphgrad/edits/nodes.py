@@ -73,9 +73,10 @@ class NodeTemplate:
     placeholders (``slots``) in names, inputs, the device and string attributes.
     The first slot is the group: every node is named ``<group>/<label>``.
 
-    An instance is encoded by joining :meth:`pieces` with the slots' values, and
-    indexed by its few uses of values from outside the group, instead of a
-    Python object per node (25,000 ste surrogates are 250,000 nodes).
+    An instance is encoded from bytes made once per set of value lengths
+    (:class:`_Encoding`) and the slots' values, and indexed by its few uses of
+    values from outside the group, instead of a Python object per node (25,000
+    ste surrogates are 250,000 nodes).
     """
 
     def __init__(self, nodes: list, slots: tuple, output: int, stands_in_for: str, output_ref: str):
@@ -95,13 +96,10 @@ class NodeTemplate:
         with the slots' ``values`` (byte strings, in the order of ``slots``)."""
         key = (tuple(map(len, values)), field_number)
         compiled = self._compiled.get(key)
-        if compiled is None:  # once per lengths: the bytes around the values as a %-format
-            pieces = encode_nodes(self.nodes, field_number, dict(zip(self.slots, key[0])))
-            literal = b"".join(piece.replace(b"%", b"%%") if isinstance(piece, bytes) else b"%b" for piece in pieces)
-            order = [self.slots.index(piece) for piece in pieces if not isinstance(piece, bytes)]
-            compiled = self._compiled[key] = (literal, _picker(order))
-        literal, pick = compiled
-        return literal % pick(values)
+        if compiled is None:  # once per lengths
+            lengths = dict(zip(self.slots, key[0]))
+            compiled = self._compiled[key] = _Encoding(encode_nodes(self.nodes, field_number, lengths), self.slots)
+        return compiled.encode(values)
 
     def output_ref_of(self, values: dict) -> str:
         """The output's ref, the slots' ``values`` in place."""
@@ -118,6 +116,38 @@ class NodeTemplate:
                 and self._pattern.search(value.s.decode()) else value for key, value in node.attr.items()}
         return AddedNode(sub(node.name, values), node.op, [sub(ref, values) for ref in node.input],
                          sub(node.device, values), attr)
+
+
+class _Encoding:
+    """A template's encoding for one set of value lengths: the bytes between the
+    occurrences of the group's name (each node's name holds it) joined by that name,
+    and the few stretches that hold other values as %-formats. One ``bytes.join``
+    costs a quarter of one %-format with a slot per occurrence of the group."""
+
+    def __init__(self, pieces: list, slots: tuple):
+        group = slots[0]
+        stretches: list = [[]]
+        for piece in pieces:  # bytes, or the slot (a str) whose value goes there
+            if isinstance(piece, str) and piece == group:
+                stretches.append([])
+            else:
+                stretches[-1].append(piece)
+        self.constant: list = [b"".join(stretch) if all(isinstance(piece, bytes) for piece in stretch) else b""
+                               for stretch in stretches]
+        self.formatted: list = []  # (stretch index, %-format, values picker)
+        for index, stretch in enumerate(stretches):
+            order = [slots.index(piece) for piece in stretch if isinstance(piece, str)]
+            if order:
+                literal = b"".join(piece.replace(b"%", b"%%") if isinstance(piece, bytes) else b"%b"
+                                   for piece in stretch)
+                self.formatted.append((index, literal, _picker(order)))
+
+    def encode(self, values: tuple) -> bytes:
+        """The encoding with ``values`` (bytes, in the order of the slots) in place."""
+        stretches = self.constant.copy()
+        for index, literal, pick in self.formatted:
+            stretches[index] = literal % pick(values)
+        return values[0].join(stretches)
 
 
 class _UseSets(defaultdict):

@@ -12,7 +12,7 @@ Anything else raises :class:`~graphgrad.files.wireformat.NotApplicable`, and the
 caller parses the file whole (:func:`graphgrad.jobs.api._change_graphdef_file`).
 """
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from itertools import accumulate
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
@@ -38,10 +38,7 @@ class _Uses(dict):
         super().__init__()
         producers = [ref.partition(":")[0] if ref[:1] != "^" else "" for ref in inputs]  # "": a control input
         self._order = sorted(range(len(producers)), key=producers.__getitem__)
-        self._in_order = in_order = [producers[position] for position in self._order]
-        # Where each producer's run starts in the sorted order: a dict made in C, an
-        # earlier position overwriting a later one.
-        self._first = dict(zip(reversed(in_order), range(len(in_order) - 1, -1, -1)))
+        self._in_order = [producers[position] for position in self._order]  # a producer's run found by bisection
         self._names, self._starts = names, starts
         self._added: dict = {}  # producer -> uses added before its set was made
 
@@ -54,9 +51,9 @@ class _Uses(dict):
 
     def __missing__(self, producer: str) -> set:
         uses = set(self._added.pop(producer, ()))
-        sorted_position = self._first.get(producer) if producer else None  # "": the control inputs
-        if sorted_position is not None:
+        if producer:  # "": the control inputs
             in_order, order, starts = self._in_order, self._order, self._starts
+            sorted_position = bisect_left(in_order, producer)
             while sorted_position < len(in_order) and in_order[sorted_position] == producer:
                 position = order[sorted_position]
                 owner = bisect_right(starts, position) - 1
@@ -119,7 +116,7 @@ class StoredScope(Scope):
     def _node_at(self, index: int) -> HeadNode:
         node = self._made.get(index)
         if node is None:
-            node = self._made[index] = self.stored.node_at(index)
+            node = self._made[index] = self.stored.node_at(index, self._names[index], self._ops[index])
             if index in self._edited:
                 node.input[:] = self._inputs[self._starts[index]:self._starts[index + 1]]
         return node
@@ -153,6 +150,8 @@ class StoredScope(Scope):
         return [(node, node) for node in nodes]  # a HeadNode is its own reference
 
     def _enter_names(self) -> list[str]:
+        if b"Enter" not in self.stored.data:  # a byte search (in C): most graphs have no TF1 loop
+            return []
         return [name for name, op in zip(self._names, self._ops) if op in ("Enter", "RefEnter")]
 
     def _set_input(self, consumer: str, position: int, ref: str) -> None:

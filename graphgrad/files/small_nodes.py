@@ -111,8 +111,9 @@ class HeadNode:
     __slots__ = ("name", "op_type", "head", "index", "dirty", "_maybe_override", "_attr", "_override")
     graph, function = "", None  # the top level of a lone GraphDef
 
-    def __init__(self, head, op_type: str, index: int, maybe_override: bool):
-        self.name, self.op_type = head.name, op_type
+    def __init__(self, head, op_type: str, index: int, maybe_override: bool, name: str | None = None):
+        """``name``: the node's name if at hand (reading it from ``head`` decodes it)."""
+        self.name, self.op_type = head.name if name is None else name, op_type
         self.head, self.index, self.dirty = head, index, False
         self._maybe_override = maybe_override
         self._attr: dict | None = None
@@ -247,10 +248,10 @@ class HeadGraph:
         self._handed_out += nodes
         return nodes
 
-    def node_at(self, index: int) -> HeadNode:
-        """The top-level node at ``index``, for edits (its changes are written back)."""
-        head = self._head_nodes[index]
-        node = HeadNode(head, head.op, index, self.has_overrides)
+    def node_at(self, index: int, name: str, op_type: str) -> HeadNode:
+        """The top-level node at ``index``, named ``name``, of ``op_type`` (as the
+        :meth:`columns` hold them), for edits: its changes are written back."""
+        node = HeadNode(self._head_nodes[index], op_type, index, self.has_overrides, name)
         self._handed_out.append(node)
         return node
 
@@ -263,13 +264,14 @@ class HeadGraph:
     def dtype_at(self, index: int, output: int = 0) -> int | None:
         """The dtype of output ``output`` of the top-level node at ``index``, from its
         attribute entries (a few distinct lists of them in a whole graph: decoded once)."""
-        return _dtype_of_entries(tuple(self._head_nodes[index].attr), output)
+        # A slice copies the entries in one call; iterating the container costs one per entry.
+        return _dtype_of_entries(tuple(self._head_nodes[index].attr[:]), output)
 
     def columns(self) -> tuple[list, list, list, list]:
         """``(names, op types, inputs, input counts)`` of the top-level nodes, the
         inputs of all nodes in one flat list, from flat parses (no object per node)."""
         flat = parse("GraphFlat", self.data).node
-        names, ops, inputs = list(flat.name), list(flat.op), list(flat.input)
+        names, ops, inputs = flat.name[:], flat.op[:], flat.input[:]  # lists, each copied in one call
         counts = [len(head.input) for head in self._heads.node]
         if not len(names) == len(ops) == len(counts) or sum(counts) != len(inputs):
             raise NotApplicable("a node has no name or no op, or two")
