@@ -218,6 +218,25 @@ def test_an_input_shortened_while_it_is_copied_is_an_error_and_leaves_no_output(
     assert os.listdir(tmp_path) == ["in.pb"]
 
 
+@pytest.mark.parametrize("accepted", [0, 1, 5, 7, 3000])
+def test_many_chunks_are_written_in_order_whatever_each_writev_takes(tmp_path, monkeypatch, accepted):
+    """Runs of byte strings go through writev, which may write less than asked."""
+    from graphgrad.files import io
+    from graphgrad.files.io import SourceFile, write_chunks
+
+    writev = os.writev
+    monkeypatch.setattr(os, "writev", lambda fd, buffers: writev(fd, [b"".join(buffers)[:accepted]]))
+    source_path, out = tmp_path / "in.pb", tmp_path / "out.pb"
+    source_path.write_bytes(bytes(range(256)) * 40)
+    pieces = [bytes([n % 251]) * (n % 7) for n in range(io._IOV_MAX * 2 + 5)]  # empty ones too
+    chunks = [b"head", *pieces[:900], (10, 5000), bytearray(b"mid"), *pieces[900:], (0, 3)]
+    with SourceFile(str(source_path)) as source:
+        write_chunks(str(out), chunks, source)
+    data = source_path.read_bytes()
+    expected = b"head" + b"".join(pieces[:900]) + data[10:5000] + b"mid" + b"".join(pieces[900:]) + data[:3]
+    assert out.read_bytes() == expected
+
+
 def test_a_write_removes_what_killed_writers_left_for_its_target_only(tmp_path):
     dead, alive = dead_pid(), os.getpid()
     left = {

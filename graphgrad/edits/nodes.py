@@ -320,9 +320,9 @@ class Scope:
         function = self.function.signature.name if self.function is not None else None
         return [(NodeRef(self.graph, function, node), node) for node in self.nodes if ATTR in node.attr]
 
-    def _append(self, fields: bytes) -> None:
-        """Add nodes encoded as fields of the owner (see :data:`_NODE_FIELDS`)."""
-        self.owner.MergeFromString(fields)  # appended to its nodes, as protobuf merges
+    def _append(self, fields: list[bytes]) -> None:
+        """Add nodes encoded as fields of the owner (see :data:`_NODE_FIELDS`), in order."""
+        self.owner.MergeFromString(b"".join(fields))  # appended to its nodes, as protobuf merges
 
     def _enter_names(self) -> list[str]:
         return [node.name for node in self.nodes if node.op in ("Enter", "RefEnter")]
@@ -352,7 +352,7 @@ class Scope:
                 run = []
             if item is not None:
                 encoded.append(item.encoded(number))
-        self._append(b"".join(encoded))
+        self._append(encoded)
         self._added, self._group_values = [], {}
         for name in _INDEX:  # it holds the AddedNodes: made again from the graph when next needed
             self.__dict__.pop(name, None)

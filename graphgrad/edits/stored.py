@@ -171,8 +171,8 @@ class StoredScope(Scope):
             return self.stored.dtype_at(found, int(index or 0))  # (edits change no dtype attribute)
         return super().dtype_of(ref)
 
-    def _append(self, fields: bytes) -> None:
-        self.stored.append_nodes(fields)
+    def _append(self, fields: list[bytes]) -> None:
+        self.stored.append_nodes(fields)  # kept apart to the write: joined, they would be copied once more
 
     def commit(self) -> None:
         for index in self._edited:  # written anew, inputs from the columns

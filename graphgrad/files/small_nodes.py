@@ -373,11 +373,12 @@ class HeadGraph:
             self.encoded.library.append(library)
         return [self.encoded.SerializeToString(), *self._appended]
 
-    def append_nodes(self, fields: bytes) -> None:
-        """Add top-level nodes, encoded as GraphDef ``node`` fields: written after
-        the rest, where a parse appends them to the nodes as if they followed the
-        last one (parsing them into the stored encodings would cost as much again)."""
-        self._appended.append(fields)
+    def append_nodes(self, fields: Iterable[bytes]) -> None:
+        """Add top-level nodes, encoded as GraphDef ``node`` fields (in pieces, each
+        written as it is): written after the rest, where a parse appends them to the
+        nodes as if they followed the last one (parsing them into the stored
+        encodings would cost as much again)."""
+        self._appended += fields
 
 
 def flat_columns(data: bytes) -> tuple[list, list, list, list, list]:
