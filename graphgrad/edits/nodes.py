@@ -84,9 +84,10 @@ class NodeTemplate:
         self.stands_in_for, self.output_ref = stands_in_for, output_ref
         self.labels = [node.name.partition("/")[2] for node in nodes]
         self.index_of = {label: index for index, label in enumerate(self.labels)}
-        # (node label, input position, slot) of each input that is exactly a value from outside
-        self.slot_uses = [(self.labels[index], position, ref) for index, node in enumerate(nodes)
+        # ("/" + node label, input position, slot) of each input that is exactly a value from outside
+        self.slot_uses = [("/" + self.labels[index], position, ref) for index, node in enumerate(nodes)
                           for position, ref in enumerate(node.input) if ref in slots]
+        self.output_suffix = "/" + self.labels[output]  # the output node's name after the group's
         self._pattern = re.compile("|".join(map(re.escape, slots)))
         self._output_ref_parts = [part for part in re.split(f"({self._pattern.pattern})", output_ref) if part]
         self._compiled: dict = {}
@@ -195,8 +196,7 @@ class _Instance:
                               for index, node in self.nodes.items()):  # a rerouted input: encode its nodes one by one
             nodes = [self.nodes.get(index) or template.node(index, self.values) for index in range(len(template.nodes))]
             return b"".join(encode_nodes(nodes, field_number))
-        values = self.values
-        return template.encoding(tuple([values[slot].encode() for slot in template.slots]), field_number)
+        return template.encoding(tuple(map(str.encode, map(self.values.__getitem__, template.slots))), field_number)
 
 
 class Recorder:
@@ -424,10 +424,12 @@ class Scope:
         return name in self._loop_nodes
 
     def reroute(self, uses: Iterable[tuple], new_ref: str) -> None:
-        for consumer, position in uses:
-            old = self._input(consumer, position)
-            self._uses[old.split(":")[0]].discard((consumer, position))
-            self._uses.add(new_ref.split(":")[0], (consumer, position))
+        """Make each use ``(consumer, input position)`` read ``new_ref`` instead."""
+        all_uses, new_producer = self._uses, new_ref.partition(":")[0]
+        for use in uses:
+            consumer, position = use
+            all_uses[self._input(consumer, position).partition(":")[0]].discard(use)
+            all_uses.add(new_producer, use)
             if consumer is None:
                 self.function.ret[position] = new_ref
             else:
@@ -492,18 +494,19 @@ class Scope:
         group = values[template.slots[0]]
         self._added.append(instance)
         self._groups[group] = instance
-        scope = group + "/"
+        name_scopes, scope = self._name_scopes, group + "/"
         while "/" in scope:
             scope = scope.rsplit("/", 1)[0]
-            if scope in self._name_scopes:
+            if scope in name_scopes:
                 break
-            self._name_scopes.add(scope)
-        for label, position, slot in template.slot_uses:
+            name_scopes.add(scope)
+        uses = self._uses
+        for suffix, position, slot in template.slot_uses:
             ref = values[slot]
             if ref[:1] != "^":
-                self._uses.add(ref.partition(":")[0], (f"{group}/{label}", position))
+                uses.add(ref.partition(":")[0], (group + suffix, position))
         self._stand_ins[self.canonical(values[template.stands_in_for])] = instance
-        return f"{group}/{template.labels[template.output]}", template.output_ref_of(values)
+        return group + template.output_suffix, template.output_ref_of(values)
 
     def mark(self, node: AddedNode, key: str, value: str) -> None:
         """Set the string attribute ``key`` of a node added since the last commit."""
