@@ -36,7 +36,7 @@ class _Uses(dict):
 
     def __init__(self, names: list, inputs: list, starts: list):
         super().__init__()
-        producers = [ref.partition(":")[0] if ref[:1] != "^" else "" for ref in inputs]  # "": a control input
+        producers = [ref.partition(":")[0] for ref in inputs]  # a control input's is "^name", never asked for
         self._order = sorted(range(len(producers)), key=producers.__getitem__)
         self._in_order = [producers[position] for position in self._order]  # a producer's run found by bisection
         self._names, self._starts = names, starts
@@ -51,7 +51,7 @@ class _Uses(dict):
 
     def __missing__(self, producer: str) -> set:
         uses = set(self._added.pop(producer, ()))
-        if producer:  # "": the control inputs
+        if producer[:1] not in ("", "^"):  # "^...": control inputs, which are no data uses of any node
             in_order, order, starts = self._in_order, self._order, self._starts
             sorted_position = bisect_left(in_order, producer)
             while sorted_position < len(in_order) and in_order[sorted_position] == producer:
