@@ -288,3 +288,14 @@ def test_rename_functions_follows_every_reference():
     assert nested.attr["f"].func.attr["inner"].list.func[0].name == "cond_true_39_x"
     assert (graph_def.library.gradient[0].function_name, graph_def.library.gradient[0].gradient_func) == (
         "cond_true_39_x", "cond_false_40_x")
+
+
+def test_embed_inside_a_tf1_loop_is_refused_on_every_reading(tmp_path, reading):
+    """The loop's frame is found on each reading (as stored: only when the file holds an Enter op)."""
+    (_, graph_def), = read_model(fixture("tf1_loop.meta")).graphs()
+    frozen = tmp_path / "loop.pb"
+    frozen.write_bytes(graph_def.SerializeToString())
+    result = run_cli("rewrite", frozen, "--op", "Mul=ste", "--embed", "-o", tmp_path / "out.pb", expect=1)
+    assert "while/mul (Mul) is inside a TF1 while loop" in result.stderr and "without --embed" in result.stderr
+    assert not (tmp_path / "out.pb").exists()
+    assert reading.fell_back == ([str(frozen)] if reading.name == "parsed" else [])
