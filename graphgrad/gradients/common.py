@@ -4,6 +4,8 @@ at module level."""
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..names import VALUE_INDEPENDENT
+
 
 def first_input_only(op: Any, gradient: Any) -> list:
     """``gradient`` for input 0, None for every other input of ``op``."""
@@ -14,23 +16,54 @@ def custom_gradient_results(op: Any) -> int | None:
     """How many inputs of ``op`` are results, when it is the ``IdentityN`` that
     ``tf.custom_gradient`` emits in graph mode, else None.
 
-    That node is ``IdentityN(results..., args..., variables...)``: the results are
-    computed from the arguments (and variables), never the other way round. So the
-    split is the first position after which no input depends on one before it,
-    while each input before it depends on one after it (or is one of them). An
-    ``IdentityN`` of unrelated tensors (``tf.identity_n``) has no such split.
+    That node is ``IdentityN(results..., args..., variables...)``, and
+    ``tf.custom_gradient`` hands on only its first ``len(results)`` outputs. So a
+    split is taken only where the graph says it: every output something reads lies
+    before it (tf.gradients' own ``zeros_like`` of the others reads no value); the results are computed from the arguments (each result depends on
+    an input after the split, or is one of them), never the other way round. Where
+    several splits fit, the one whose results are the arguments themselves (a
+    forward that is the identity, as Keras' gradient clipping writes it), else the
+    one whose results match the arguments pairwise in dtype and known shape; where
+    the graph still cannot tell, ValueError says why. An ``IdentityN`` of
+    unrelated tensors (``tf.identity_n``) has no split: None.
     """
     if op.type != "IdentityN" or len(op.inputs) < 2:
         return None
     inputs = [tensor.ref() for tensor in op.inputs]  # graph tensors are not hashable in TF2
     ancestors = [_ancestors(tensor) for tensor in op.inputs]
-    for split in range(1, len(inputs)):
-        results, rest = range(split), range(split, len(inputs))
-        if all(any(inputs[j] in ancestors[i] for j in rest) for i in results) and not any(
-            inputs[i] in ancestors[j] and inputs[i] != inputs[j] for i in results for j in rest
-        ):
-            return split
-    return None
+    read = max((index + 1 for index, output in enumerate(op.outputs)
+                if any(consumer.type not in VALUE_INDEPENDENT for consumer in output.consumers())), default=1)
+    splits = [
+        split for split in range(read, len(inputs))
+        if all(any(inputs[j] in ancestors[i] for j in range(split, len(inputs))) for i in range(split))
+        and not any(inputs[i] in ancestors[j] and inputs[i] != inputs[j]
+                    for i in range(split) for j in range(split, len(inputs)))
+    ]
+    if len(splits) <= 1:
+        return splits[0] if splits else None
+    for fits in (_results_are_arguments, _results_match_arguments):
+        fitting = [split for split in splits if fits(op, split)]
+        if len(fitting) == 1:
+            return fitting[0]
+    raise ValueError(
+        f"node {op.name!r}: the IdentityN of a tf.custom_gradient, whose results cannot be told from its "
+        f"arguments: its first {read} output(s) are read, and {len(splits)} splits of its {len(inputs)} inputs "
+        f"fit the graph ({', '.join(str(split) for split in splits)} results). To fix this, override the nodes "
+        "that read it, or the ops inside its forward, instead"
+    )
+
+
+def _results_are_arguments(op: Any, split: int) -> bool:
+    """Whether the first ``split`` inputs are the next ``split`` ones (a forward that is the identity)."""
+    inputs = [tensor.ref() for tensor in op.inputs]
+    return 2 * split <= len(inputs) and inputs[:split] == inputs[split:2 * split]
+
+
+def _results_match_arguments(op: Any, split: int) -> bool:
+    """Whether result i and argument i agree in dtype and, where both are known, shape, for every result."""
+    return 2 * split <= len(op.inputs) and all(
+        result.dtype.base_dtype == argument.dtype.base_dtype and result.shape.is_compatible_with(argument.shape)
+        for result, argument in zip(op.inputs[:split], op.inputs[split:2 * split]))
 
 
 def _ancestors(tensor) -> set:
@@ -52,7 +85,7 @@ def elementwise_pairs(op: Any, grads: Sequence) -> list:
     (see :func:`custom_gradient_results`), the convention of its own gradient:
     the upstream gradient of result i goes to argument i, and the results get
     None (``[None] * len(results) + grads_of_args``). A result without an
-    argument of its dtype, or without a gradient, gives nothing.
+    argument of its dtype and a compatible shape, or without a gradient, gives nothing.
     """
     results = custom_gradient_results(op)
     if results is None:
@@ -61,7 +94,8 @@ def elementwise_pairs(op: Any, grads: Sequence) -> list:
     for index in range(results):
         argument = results + index
         if argument < len(op.inputs) and grads[index] is not None and \
-                op.inputs[argument].dtype.base_dtype == op.outputs[index].dtype.base_dtype:
+                op.inputs[argument].dtype.base_dtype == op.outputs[index].dtype.base_dtype and \
+                op.inputs[argument].shape.is_compatible_with(op.outputs[index].shape):
             pairs.append((argument, op.inputs[argument], grads[index]))
     return pairs
 
