@@ -8,9 +8,22 @@ from collections.abc import Iterator
 
 import click
 
+from ..graph.functions import first_names
 from ..tf.check import check_model
 from . import exits, options
 from .render import echo_json, table
+
+
+# The most names a one-line list shows, and the most lines a list of nodes takes:
+# a real model has hundreds of call ops and defaults; --json lists them all.
+LISTED = 8
+LISTED_LINES = 20
+
+
+def _capped(items: list) -> tuple[list, str]:
+    """The first LISTED_LINES of ``items``, and the line that says how many more there are ("" for none)."""
+    more = len(items) - LISTED_LINES
+    return items[:LISTED_LINES], (f"  (+{more} more; --json lists them all)" if more > 0 else "")
 
 
 @click.command("check")
@@ -123,31 +136,44 @@ def _render(report) -> None:
                    f"--y {softmax.logits.removesuffix(':0')}")
     if report.blockers:
         click.echo("gradient blockers on the path:")
-        for blocker in report.blockers:
+        shown, more = _capped(report.blockers)
+        for blocker in shown:
             click.echo(f"  {blocker.node} ({blocker.op_type}): {blocker.reason}")
             click.echo(f"    fix: {blocker.fix}")
+        if more:
+            click.echo(more)
     if report.intended_stops:
         click.echo("stopped on purpose, not blockers (tf.nn.moments' StopGradient, as batch normalisation means it): "
-                   + ", ".join(report.intended_stops))
+                   + first_names(report.intended_stops, LISTED))
+    if report.shape_only:
+        click.echo("read only the shape of their input, not its values, so their None gradient is right (no fix): "
+                   + first_names(report.shape_only, LISTED))
     if report.embedded:
         click.echo("embedded gradients on the path (--embed):")
-        for node, spec in report.embedded:
+        shown, more = _capped(report.embedded)
+        for node, spec in shown:
             click.echo(f"  {node}: {spec}")
+        if more:
+            click.echo(more)
     if report.routed_calls:
         click.echo("call ops differentiated through their functions' bodies, so the overrides inside apply "
-                   f"(graphgrad's call): {', '.join(report.routed_calls)}")
+                   f"(graphgrad's call): {first_names(report.routed_calls, LISTED)}")
     if report.idle_overrides:
         click.echo("overrides that cannot take effect (not on a differentiable path from x to y):")
-        for node, value in report.idle_overrides:
+        shown, more = _capped(report.idle_overrides)
+        for node, value in shown:
             click.echo(f"  {node}: {value}")
+        if more:
+            click.echo(more)
     for note in report.notes:
         click.echo(f"note: {note}")
     if report.variables:
         click.echo(f"variables: {report.variables}")
     if report.defaults:
         click.echo(f"inputs left at their defaults (a training flag left at True keeps dropout and batch "
-                   f"normalisation in training mode; --feed NAME=VALUE sets one): {', '.join(report.defaults)}")
+                   f"normalisation in training mode; --feed NAME=VALUE sets one): "
+                   f"{first_names(report.defaults, LISTED)}")
     random = {name: how for name, how in report.feeds.items() if how != "given"}
     if random:
-        click.echo("feeds: " + ", ".join(f"{name} {how}" for name, how in random.items()))
+        click.echo("feeds: " + first_names([f"{name} {how}" for name, how in random.items()], LISTED))
     click.echo("ok" if report.ok else "not ok: some x gets no usable gradient")

@@ -34,7 +34,7 @@ from ..gradients.spec import parse_spec
 from ..graph.functions import first_names, function_bodies, function_calls
 from ..graph.hints import close_names
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
-from ..names import ATTR, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE
+from ..names import ATTR, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE, VALUE_INDEPENDENT
 from .effects import effects_in
 from .internals import (
     function_def_to_graph,
@@ -109,6 +109,7 @@ class CheckReport:
     feeds: dict = field(default_factory=dict)  # placeholder -> "given" / "random <dtype> <shape>"
     defaults: list = field(default_factory=list)  # PlaceholderWithDefault inputs left at their defaults
     intended_stops: list = field(default_factory=list)  # StopGradients a library puts there on purpose
+    shape_only: list = field(default_factory=list)  # ops that read x's shape, not its values: None is right
     variables: str = ""  # of a MetaGraphDef: restored from which checkpoint, or initialised
     y_name: str = ""  # y's name in the model's signature, if it has one
     guessed_shapes: dict = field(default_factory=dict)  # placeholder -> the shape chosen for its unknown dimensions
@@ -223,9 +224,8 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = _surrogates(graph)
         context = _Context(unresolved, path, _graph_def(model, chosen))
-        blockers = _blockers(x_tensors, y_tensor, float_path, surrogates, context)
-        report.blockers = [blocker for blocker in blockers if not _INTENDED_STOP.search(blocker.node)]
-        report.intended_stops = [blocker.node for blocker in blockers if _INTENDED_STOP.search(blocker.node)]
+        report.blockers = _blockers(x_tensors, y_tensor, float_path, surrogates, context)
+        report.intended_stops, report.shape_only = context.intended_stops, context.shape_only
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
         report.idle_overrides = _idle_overrides(loaded, float_path)
@@ -257,9 +257,6 @@ def trap_notes(graph_def: Any) -> list[str]:
 
 DEFAULTED = "PlaceholderWithDefault"
 IMAGE_SIDE = 224  # unknown height and width of an image input: the size most image models take
-# tf.nn.moments (batch and layer normalisation) stops the gradient through the mean
-# it subtracts in the variance: on purpose, not a blocker to override.
-_INTENDED_STOP = re.compile(r"(\A|/)moments/StopGradient(_\d+)?\Z")
 
 # The most a random feed may take: a placeholder [40000, 40000] or --batch 10**12 is
 # a mistake to say, not a MemoryError to raise.
@@ -829,6 +826,8 @@ class _Context:
     path: str
     graph_def: Any  # the loaded graph as the file holds it
     seen: set = field(default_factory=set)  # functions looked into
+    intended_stops: list = field(default_factory=list)  # StopGradients put there on purpose (tf.nn.moments)
+    shape_only: list = field(default_factory=list)  # ops whose output does not depend on x's values
 
     @cached_property
     def registry(self) -> Any:
@@ -860,12 +859,30 @@ def _stoppers(float_path, surrogates, context: _Context, function: str | None) -
             call = context.top_level.get(op.name, op.node_def) if function is None else op.node_def
             blockers += _function_stoppers(call, context)
             continue
+        node = op.name if function is None else f"{function}/{op.name}"
+        if override is None and op.type in VALUE_INDEPENDENT:
+            context.shape_only.append(node)
+            continue
+        if override is None and _moments_stop(op):
+            context.intended_stops.append(node)
+            continue
         reason = _reason(op.type, override, context)
         if reason:
-            node = op.name if function is None else f"{function}/{op.name}"
             where = "" if function is None else f" (in function {function})"
             blockers.append(Blocker(node, op.type, reason + where, _fix(context.path, node, override, op.type)))
     return blockers
+
+
+def _moments_stop(op) -> bool:
+    """Whether ``op`` is the StopGradient of tf.nn.moments (batch and layer
+    normalisation): ``squared_difference(v, stop_gradient(reduce_mean(v)))``, which
+    stops the gradient through the mean it subtracts in the variance on purpose.
+    Told by that structure, whatever the scope is called."""
+    if op.type != "StopGradient" or op.inputs[0].op.type != "Mean":
+        return False
+    averaged = op.inputs[0].op.inputs[0].ref()  # graph tensors compare by value in TF2
+    return any(consumer.type == "SquaredDifference" and averaged in {tensor.ref() for tensor in consumer.inputs}
+               for consumer in op.outputs[0].consumers())
 
 
 def _function_stoppers(call, context: _Context) -> list:
