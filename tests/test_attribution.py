@@ -241,3 +241,130 @@ def test_a_real_frozen_gru_names_its_gate_products_not_its_loop_plumbing(tmp_pat
     result = run_cli("attribute", source, "--method", "grad_x_input", "--input", rows, "--y", "add", "--target", "0",
                      "-o", tmp_path / "a.npy", "--json")
     assert json.loads(result.stdout)["shape"] == [3, 2, 6] and np.isfinite(np.load(tmp_path / "a.npy")).all()
+
+
+def _graph_file(tmp_path, build, name="g.pb"):
+    graph = tf.Graph()
+    with graph.as_default():
+        build()
+    path = tmp_path / name
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path
+
+
+def test_a_classifier_without_a_target_is_refused_as_check_refuses_it(tmp_path):
+    """Its softmax's entries sum to 1: the gradient of the sum is rounding noise."""
+    out = tmp_path / "out.npy"
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradient", "--input",
+                     fixture("classifier_rows.npy"), "-o", out, expect=2)
+    assert "y is the softmax probs" in result.stderr and "--target INDEX" in result.stderr
+    assert "--y logits" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def feeds_graph():
+    x = v1.placeholder(tf.float32, [None, 3], name="x")
+    training = v1.placeholder_with_default(True, [], name="training")
+    scale = v1.placeholder(tf.float32, [], name="scale")
+    tf.identity(tf.where(training, x * 2.0, x * 3.0) * scale, name="y")
+
+
+def test_feeds_reach_the_graph_and_a_training_flag_left_on_is_named(tmp_path):
+    path = _graph_file(tmp_path, feeds_graph)
+    rows = RNG.normal(size=(2, 3)).astype(np.float32)
+    source, out = _saved(tmp_path, rows), tmp_path / "out.npy"
+    result = run_cli("attribute", path, "--method", "gradient", "--input", source, "--x", "x", "-o", out, expect=2)
+    assert "y also reads scale, which --input does not feed" in result.stderr and "--feed scale=0" in result.stderr
+    report = json.loads(run_cli("attribute", path, "--method", "gradient", "--input", source, "-o", out,
+                                "--feed", "scale=0.5", "--json").stdout)
+    np.testing.assert_array_equal(np.load(out), np.full((2, 3), 1.0))  # 2 * 0.5: dropout's branch, as in training
+    assert report["training_flags"] == ["training"] and report["feeds"] == {"scale:0": "given"}
+    text = run_cli("attribute", path, "--method", "gradient", "--input", source, "-o", out, "--feed", "scale=0.5")
+    assert "warning: training left at its default, True" in text.stdout
+    report = json.loads(run_cli("attribute", path, "--method", "gradient", "--input", source, "-o", out,
+                                "--feed", "scale=0.5", "--feed", "training=false", "--json").stdout)
+    np.testing.assert_array_equal(np.load(out), np.full((2, 3), 1.5))
+    assert report["training_flags"] == []
+
+
+def test_an_input_pipeline_on_the_path_is_refused_before_anything_waits(tmp_path):
+    def build():
+        x = v1.placeholder(tf.float32, [None, 3], name="x")
+        queue = tf.queue.FIFOQueue(4, [tf.float32], shapes=[[3]])
+        tf.identity(x * queue.dequeue(), name="y")
+
+    result = run_cli("attribute", _graph_file(tmp_path, build), "--method", "gradient", "--x", "x", "--input",
+                     _saved(tmp_path, RNG.normal(size=(2, 3)).astype(np.float32)), "-o", tmp_path / "o.npy",
+                     expect=2)
+    assert "the run would wait on an input pipeline" in result.stderr
+
+
+WEIGHTS = RNG.normal(size=(4, 3)).astype(np.float32)
+
+
+def fixed_batch_graph(rows, fixed_by):
+    """y = tanh(x W) per row, x's batch fixed to ``rows`` by its shape, by a Reshape to a
+    fully known shape (as an Estimator's input layer writes it), or free (None)."""
+    def build():
+        x = v1.placeholder(tf.float32, [rows if fixed_by == "x" else None, 4], name="x")
+        shaped = tf.reshape(x, [rows if fixed_by == "reshape" else -1, 4])
+        tf.tanh(tf.matmul(shaped, WEIGHTS), name="y")
+    return build
+
+
+@pytest.mark.parametrize("fixed_by", ["x", "reshape"])
+@pytest.mark.parametrize("method", ["deeplift", "integrated_gradients(steps=7)", "grad_x_input"])
+def test_a_fixed_batch_runs_in_batches_it_takes(tmp_path, fixed_by, method):
+    """Inputs and baselines (DeepLIFT's 2N rows, integrated gradients' N x steps)
+    run as many rows at a time as the graph takes, with the free graph's answer."""
+    rows = RNG.normal(size=(4, 4)).astype(np.float32)
+    baseline = RNG.normal(size=(1, 4)).astype(np.float32)
+    fixed, free = (_graph_file(tmp_path, fixed_batch_graph(4, by), name) for by, name in
+                   [(fixed_by, "fixed.pb"), (None, "free.pb")])
+    got, want = [], []
+    for model, results in ((fixed, got), (free, want)):
+        out = tmp_path / f"{model.stem}.npy"
+        report = json.loads(run_cli("attribute", model, "--method", method, "--input", _saved(tmp_path, rows),
+                                    "--baseline", _saved_as(tmp_path / "base.npy", baseline), "--target", "1",
+                                    "-o", out, "--json").stdout)
+        results += [np.load(out), report]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    assert got[1]["batch"] == 4 and want[1]["batch"] is None
+    for check in got[1]["completeness"] if method == "deeplift" else []:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)
+
+
+def test_deeplift_on_an_odd_fixed_batch_is_refused_naming_it(tmp_path):
+    path = _graph_file(tmp_path, fixed_batch_graph(3, "reshape"))
+    result = run_cli("attribute", path, "--method", "deeplift", "--input",
+                     _saved(tmp_path, RNG.normal(size=(3, 4)).astype(np.float32)), "--target", "0",
+                     "-o", tmp_path / "o.npy", "--json", expect=1)
+    error = json.loads(result.stdout)["error"]
+    assert "batches of exactly 3 rows (Reshape reshapes its input to [3, 4])" in error
+
+
+def _saved_as(path, array):
+    np.save(path, array)
+    return path
+
+
+def test_outputs_never_land_on_the_model_or_the_inputs(tmp_path):
+    model = tmp_path / "model.pb"
+    model.write_bytes(open(fixture("classifier.pb"), "rb").read())
+    rows = _saved(tmp_path, RNG.normal(size=(2, 4)).astype(np.float32))
+    before = rows.read_bytes(), model.read_bytes()
+    common = ["attribute", model, "--method", "gradient", "--input", rows, "--target", "0"]
+    other = tmp_path / "a.npy"
+    for extra, message in [(["-o", rows], f"-o {rows} would overwrite --input"),
+                           (["-o", other, "--image", model], f"--image {model} would overwrite the model"),
+                           (["-o", other, "--image", other], "-o and --image name one file"),
+                           (["-o", other, "--baseline", other], f"-o {other} would overwrite --baseline")]:
+        assert message in run_cli(*common, *extra, expect=2).stderr
+    assert (rows.read_bytes(), model.read_bytes()) == before and not (tmp_path / "a.npy").exists()
+
+
+def test_attribute_stops_at_its_timeout(tmp_path):
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "integrated_gradients(steps=100000000)",
+                     "--input", fixture("classifier_rows.npy"), "--target", "0", "--timeout", "2",
+                     "-o", tmp_path / "o.npy", expect=1)
+    assert "the runs took over 2 s and were stopped" in result.stderr and not (tmp_path / "o.npy").exists()

@@ -31,20 +31,23 @@ INPUT_LIMIT = 1 << 31  # bytes of an .npy input or baseline: protobuf's own limi
               "negative; several rows make a grid (needs Pillow).")
 @click.option("--allow-uncovered", is_flag=True,
               help="Compute eps_lrp or deeplift even where an op type on the path has no rule (named either way).")
+@options.feed_option
 @options.tag_option
 @options.checkpoint_option
 @options.allow_effects_option
+@options.timeout_option
 @options.format_option
 @options.json_option
 @options.debug_option
-def attribute_command(model, method_text, input_path, x, y, target, baseline, out, image, allow_uncovered, tags,
-                      checkpoint, allow_effects, kind, as_json):
+def attribute_command(model, method_text, input_path, x, y, target, baseline, out, image, allow_uncovered, feeds,
+                      tags, checkpoint, allow_effects, timeout, kind, as_json):
     """Attribute y[..., TARGET] to x for every row of --input, by the METHOD's
     gradient rules applied to a copy of the graph in memory (the file is not changed).
 
     Op types on the path that the method has no rule for are named before the graph
     runs; eps_lrp and deeplift refuse them unless --allow-uncovered. Like check,
-    this runs the graph (ops acting outside it are refused unless --allow-effects).
+    this runs the graph (ops acting outside it are refused unless --allow-effects);
+    every other placeholder y reads needs a --feed.
 
     \b
     Examples:
@@ -56,10 +59,13 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
 
     if not out.endswith(".npy"):
         raise UsageError(f"-o {out}: attributions are written as .npy; name a file ending in .npy")
+    _refuse_overwrites(model, {"--input": input_path, "--baseline": None if baseline == "zero" else baseline},
+                       {"-o": out, "--image": image})
     method = parse_method(method_text)
     inputs = _load_array(input_path, "--input")
     reference = None if baseline == "zero" else _load_array(baseline, "--baseline")
-    attribute_options = AttributeOptions(method, x, y, target, allow_uncovered, allow_effects, kind, tags, checkpoint)
+    attribute_options = AttributeOptions(method, x, y, target, allow_uncovered, allow_effects, kind, tags, checkpoint,
+                                         feeds, timeout)
     with native_stderr_shown(click.get_current_context().meta.get("graphgrad.debug", False)):
         attributions, report = attribute_model(model, inputs, reference, attribute_options)
     picture = None
@@ -80,11 +86,36 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
         click.echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))
     if report.uncovered:
         click.echo(f"  no rule for: {', '.join(report.uncovered)} (their own gradients were used)")
+    if report.batch:
+        click.echo(f"  run {report.batch} rows at a time: the graph's batch is fixed")
+    if report.training_flags:
+        click.echo(f"  warning: {', '.join(report.training_flags)} left at its default, True: a training flag keeps "
+                   "dropout and batch normalisation in training mode (--feed NAME=false sets it)")
     if report.completeness:
         click.echo("  completeness (attributions sum against f(x) - f(baseline)):")
         rows = [["row", "sum", "f(x) - f(baseline)"]] + [
             [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}"] for c in report.completeness]
         click.echo(table(rows, indent="    "))
+
+
+def _refuse_overwrites(model: str, inputs: dict, outputs: dict) -> None:
+    """Refuse outputs that would land on the model (or inside its SavedModel
+    directory), on an input array, or on each other, before anything is read."""
+    import os
+
+    from ..files.io import same_model
+
+    given = {option: path for option, path in outputs.items() if path}
+    for option, path in given.items():
+        real = os.path.realpath(path)
+        inside = os.path.isdir(model) and real.startswith(os.path.realpath(model) + os.sep)
+        if same_model(model, path) or inside:
+            raise UsageError(f"{option} {path} would overwrite the model {model}; write it elsewhere")
+        for other, source in inputs.items():
+            if source and real == os.path.realpath(source):
+                raise UsageError(f"{option} {path} would overwrite {other} {source}; write it elsewhere")
+    if len({os.path.realpath(path) for path in given.values()}) < len(given):
+        raise UsageError(f"-o and --image name one file, {given['-o']}: give each its own")
 
 
 def _load_array(path: str, what: str):

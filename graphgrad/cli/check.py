@@ -33,8 +33,7 @@ def _capped(items: list) -> tuple[list, str]:
               "depends on.")
 @options.y_option
 @options.target_option
-@click.option("--feed", "feeds", multiple=True, metavar="NAME=VALUE",
-              help="A value for a placeholder: a number, a JSON list, or a .npy file. Others get random values.")
+@options.feed_option
 @click.option("--batch", type=click.IntRange(1), default=1, show_default=True,
               help="Size of unknown dimensions in random feeds.")
 @click.option("--shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
@@ -44,8 +43,7 @@ def _capped(items: list) -> tuple[list, str]:
 @options.tag_option
 @options.allow_effects_option
 @options.checkpoint_option
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True,
-              metavar="SECONDS", help="Stop a run that takes longer, and say so.")
+@options.timeout_option
 @click.option("-v", "--verbose", is_flag=True, help="Show TensorFlow's own log lines (hidden by default).")
 @options.format_option
 @options.json_option
@@ -62,12 +60,6 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
     names.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    given = {}
-    for text in feeds:
-        name, separator, value = text.partition("=")
-        if not separator:
-            raise click.UsageError(f"--feed {text!r}: expected NAME=VALUE")
-        given[name] = value
     feed_shapes = {}
     for text in shapes:
         name, separator, dims = text.partition("=")
@@ -78,7 +70,7 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
         if not separator or any(d < 0 for d in feed_shapes.get(name.removesuffix(":0"), [])):
             raise click.UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with whole numbers, e.g. x=1,224,224,3")
     with native_stderr_shown(verbose or click.get_current_context().meta.get("graphgrad.debug", False)):
-        report = check_model(model, xs, y, given, batch, seed, kind, tags, target, allow_effects, checkpoint,
+        report = check_model(model, xs, y, feeds, batch, seed, kind, tags, target, allow_effects, checkpoint,
                              timeout, feed_shapes)
     if as_json:
         echo_json(report)
@@ -129,11 +121,7 @@ def _render(report) -> None:
         if gradient.error:
             click.echo(f"  {gradient.x}: {gradient.error}")
     if report.summed_softmax:
-        softmax = report.summed_softmax
-        click.echo(f"y is the softmax {softmax.softmax}: its entries sum to 1, so the gradient of their sum (what "
-                   "tf.gradients computes) is zero up to rounding\n"
-                   "  fix: choose one class, --target INDEX, or differentiate the logits, "
-                   f"--y {softmax.logits.removesuffix(':0')}")
+        click.echo(report.summed_softmax.describe())
     if report.blockers:
         click.echo("gradient blockers on the path:")
         shown, more = _capped(report.blockers)

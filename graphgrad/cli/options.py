@@ -158,6 +158,21 @@ tag_option = click.option("--tag", "tags", metavar="TAGS",
 allow_effects_option = click.option("--allow-effects", is_flag=True,
               help="Run the graph even if ops on the computed path act outside it (write files, save or restore "
               "checkpoints, run Python code); refused otherwise.")
+def _parse_feeds(_ctx, _param, values) -> dict:
+    given = {}
+    for text in values:
+        name, separator, value = text.partition("=")
+        if not separator or not name:
+            raise click.BadParameter(f"{text!r}: expected NAME=VALUE, e.g. training=false or x=rows.npy")
+        given[name] = value
+    return given
+
+
+feed_option = click.option("--feed", "feeds", multiple=True, metavar="NAME=VALUE", callback=_parse_feeds,
+              help="A value for a placeholder (repeatable): a number, a JSON list in quotes, or a .npy file, "
+              "e.g. --feed training=false.")
+timeout_option = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300,
+              show_default=True, metavar="SECONDS", help="Stop runs that take longer in all, and say so.")
 checkpoint_option = click.option("--checkpoint", metavar="PREFIX", type=click.Path(),
               help="Restore a .meta's variables from the checkpoint PREFIX (default: the one beside the file, "
               "model.ckpt-N for model.ckpt-N.meta; else their initializers).")

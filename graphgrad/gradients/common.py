@@ -19,13 +19,14 @@ def custom_gradient_results(op: Any) -> int | None:
     That node is ``IdentityN(results..., args..., variables...)``, and
     ``tf.custom_gradient`` hands on only its first ``len(results)`` outputs. So a
     split is taken only where the graph says it: every output something reads lies
-    before it (tf.gradients' own ``zeros_like`` of the others reads no value); the results are computed from the arguments (each result depends on
-    an input after the split, or is one of them), never the other way round. Where
-    several splits fit, the one whose results are the arguments themselves (a
-    forward that is the identity, as Keras' gradient clipping writes it), else the
-    one whose results match the arguments pairwise in dtype and known shape; where
-    the graph still cannot tell, ValueError says why. An ``IdentityN`` of
-    unrelated tensors (``tf.identity_n``) has no split: None.
+    before it (tf.gradients' own ``zeros_like`` of the others reads no value); the
+    results are computed from the arguments (each result depends on an input after
+    the split, or is one of them), never the other way round. Where several splits
+    fit, the one whose results are the arguments themselves (a forward that is the
+    identity, as Keras' gradient clipping writes it), else the one whose results
+    match the arguments pairwise in dtype and known shape; where the graph still
+    cannot tell, ValueError says why. An ``IdentityN`` of unrelated tensors
+    (``tf.identity_n``) has no split: None.
     """
     if op.type != "IdentityN" or len(op.inputs) < 2:
         return None

@@ -10,6 +10,8 @@ graph runs (and refused for the methods whose meaning depends on a rule at every
 nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.check.prepare_run`).
 """
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +22,20 @@ from ..files.io import read_model
 from ..gradients.attribution import NONLINEARITIES
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
-from ..graph.functions import function_bodies, functions_run
-from .check import ops_between, prepare_run, tensor_entry, tensorflow_says
+from ..graph.functions import first_names, function_bodies, functions_run
+from .batches import Batching, batching_for, in_batches, padded
+from .check import (
+    DEFAULT_TIMEOUT,
+    given_feeds,
+    ops_between,
+    prepare_run,
+    refuse_unfed_pipelines,
+    summed_softmax,
+    tensor_entry,
+    tensorflow_says,
+    training_flags,
+    unfed_inputs,
+)
 from .runtime import tensorflow, tf1_control_flow
 
 # Op types whose own gradient every method keeps: linear in their data input, or
@@ -159,6 +173,9 @@ class AttributionReport:
     rules: dict = field(default_factory=dict)  # op type -> the spec the method gives it, for those on the path
     uncovered: list = field(default_factory=list)  # op types on the path with neither a rule nor a pass-through
     completeness: list = field(default_factory=list)  # RowCheck, for methods with a baseline
+    feeds: dict = field(default_factory=dict)  # --feed: tensor -> "given"
+    training_flags: list = field(default_factory=list)  # boolean inputs left at a default of True
+    batch: int | None = None  # the rows each run takes, where the graph fixes it
 
 
 @dataclass(frozen=True)
@@ -174,13 +191,17 @@ class AttributeOptions:
     kind: str | None = None
     tags: str | None = None
     checkpoint: str | None = None
+    feeds: dict = field(default_factory=dict)  # placeholder name -> a number, a JSON list or a .npy path
+    timeout: float = DEFAULT_TIMEOUT  # seconds all runs may take together
 
 
 def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOptions) -> tuple[Any, AttributionReport]:
     """Attributions of ``y[..., target]`` to x for every row of ``inputs`` (an
     array of x's shape), as ``options.method`` computes them; ``baseline`` (an
     array of x's shape, or of one row) for the methods that take one, None: zeros.
-    Returns ``(attributions, report)``; the file is not changed."""
+    Every placeholder y reads besides x must be fed (``options.feeds``); rows run
+    in batches the graph accepts (:mod:`graphgrad.tf.batches`). Returns
+    ``(attributions, report)``; the file is not changed."""
     import numpy as np
 
     method = options.method
@@ -188,13 +209,21 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
     rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
     patched, _ = rewrite_model(model, RewriteOptions(rules=rules, force=True, allow_missing=True))
     run = prepare_run(patched, [options.x] if options.x else [], options.y, options.tags, options.checkpoint,
-                      options.allow_effects, command="attribute")
+                      options.allow_effects, command="attribute", fed=options.feeds)
     if len(run.x_tensors) != 1:
         raise UsageError(
             f"attribute differentiates with respect to one x; name it with --x (found {', '.join(run.xs)})"
         )
     x_tensor = run.x_tensors[0]
     report = AttributionReport(path, method.name, run.xs[0], run.y, options.target)
+    if options.target is None:
+        softmax = summed_softmax(run.y_tensor)
+        if softmax is not None:
+            raise UsageError(softmax.describe().replace("\n ", ";"))
+    with run.graph.as_default():
+        feed = given_feeds(run.graph, options.feeds)
+    report.feeds = {tensor.name: "given" for tensor in feed}
+    _refuse_unfed(path, run, x_tensor, feed)
     given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
     path_ops = ops_between([x_tensor], run.y_tensor)
     on_path = _op_types_run(run, path_ops)
@@ -217,38 +246,85 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
     except ValueError:
         raise UsageError(f"--baseline has shape {list(np.shape(baseline))}: give one of the input's shape "
                          f"{list(inputs.shape)}, or of one row") from None
+    batching = batching_for(x_tensor, path_ops, inputs[:1].nbytes)
+    report.batch = batching.rows if batching.fixed else None
+    if method.name == "deeplift" and batching.fixed and batching.rows % 2:
+        raise GraphgradError(
+            f"{path}: deeplift runs each row beside its baseline in one batch, and the graph takes batches of "
+            f"exactly {batching.rows} rows ({batching.why}), an odd number; use integrated_gradients, or a "
+            "graph whose batch is free"
+        )
     tf = tensorflow()
     with run.graph.as_default(), tf1_control_flow(run.graph):
         output = tensor_entry(run.y_tensor, options.target)
         [gradient] = tf.compat.v1.gradients(output, [x_tensor])
+        report.training_flags = training_flags(run.session, run.graph, unfed_inputs([output], feed)[1])
     if gradient is None:
         raise GraphgradError(f"{path}: {report.y} does not depend on {report.x} through floats: no attribution; "
                              f"graphgrad check {path} --x {report.x} --y {report.y} says why")
+    deadline = time.monotonic() + options.timeout
 
     def evaluate(fetch, value):
+        remaining = deadline - time.monotonic()
+        run_options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000)))
         try:
-            return run.session.run(fetch, {x_tensor: value})
-        except tf.errors.OpError as error:
+            if remaining <= 0:
+                raise tf.errors.DeadlineExceededError(None, None, "")
+            return run.session.run(fetch, {**feed, x_tensor: value}, options=run_options)
+        except tf.errors.DeadlineExceededError:
+            raise GraphgradError(f"{path}: the runs took over {options.timeout:g} s and were stopped; give them "
+                                 "longer with --timeout SECONDS") from None
+        except (ValueError, tf.errors.OpError) as error:
             raise GraphgradError(f"{path}: TensorFlow says: {tensorflow_says(error)}") from None
 
-    def gradient_at(value):
-        return evaluate(gradient, value)
-
-    if method.name == "deeplift":  # the batch is the inputs, then their baselines (SHAP's convention)
-        attributions = gradient_at(np.concatenate([inputs, base]))[: len(inputs)] * (inputs - base)
-    elif method.steps:
-        alphas = (np.arange(method.steps) + 0.5) / method.steps  # the midpoint rule
-        total = sum(gradient_at(base + alpha * (inputs - base)) for alpha in alphas)
-        attributions = total / method.steps * (inputs - base)
-    else:
-        attributions = gradient_at(inputs) * (inputs if method.times_input else 1)
+    attributions = _attributions(method, inputs, base, batching, lambda value: evaluate(gradient, value))
     report.shape = tuple(attributions.shape)
     if method.baseline:
         def per_row(value):
             values = np.asarray(evaluate(output, value), dtype=np.float64)
             return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
 
-        differences = per_row(inputs) - per_row(base)
+        differences = in_batches(per_row, inputs, batching) - in_batches(per_row, base, batching)
         sums = np.asarray(attributions, dtype=np.float64).reshape(len(inputs), -1).sum(axis=1)
         report.completeness = [RowCheck(row, float(s), float(d)) for row, (s, d) in enumerate(zip(sums, differences))]
     return attributions, report
+
+
+def _refuse_unfed(path: str, run, x_tensor, feed: dict) -> None:
+    """Refuse, before anything runs, a y that reads placeholders nobody feeds, or
+    an input pipeline (a queue or an iterator that nothing fills here)."""
+    refuse_unfed_pipelines([run.y_tensor], {**feed, x_tensor: None})
+    placeholders, _ = unfed_inputs([run.y_tensor], {**feed, x_tensor: None})
+    if placeholders:
+        raise UsageError(
+            f"{run.y} also reads {first_names(placeholders)}, which --input does not feed; give each a value "
+            f"with --feed NAME=VALUE (a number, a JSON list or a .npy file), e.g. --feed {placeholders[0]}=0"
+        )
+
+
+def _attributions(method: Method, inputs: Any, base: Any, batching: Batching, gradient_at: Callable) -> Any:
+    """The method's attributions for ``inputs`` against ``base``, the gradient
+    evaluated by ``gradient_at`` in batches of ``batching``."""
+    import numpy as np
+
+    if method.name == "deeplift":  # each run: rows, then their baselines (SHAP's convention)
+        pairs = batching.rows // 2 if batching.fixed else max(1, batching.rows // 2)
+        half = Batching(pairs, batching.fixed)
+        chunks = []
+        for start in range(0, len(inputs), pairs):
+            rows, references = inputs[start:start + pairs], base[start:start + pairs]
+            both = np.concatenate([padded(rows, half), padded(references, half)])
+            chunks.append(np.asarray(gradient_at(both))[:len(rows)])
+        return np.concatenate(chunks) * (inputs - base)
+    if method.steps:  # the midpoint rule, steps of every row run together, a batch at a time
+        alphas = (np.arange(method.steps) + 0.5) / method.steps
+        total = np.zeros(inputs.shape, dtype=np.float64)
+        count = len(inputs) * method.steps
+        for start in range(0, count, batching.rows):
+            index = np.arange(start, min(start + batching.rows, count))
+            rows, alpha = index % len(inputs), alphas[index // len(inputs)].reshape((-1,) + (1,) * (inputs.ndim - 1))
+            points = base[rows] + (alpha * (inputs[rows] - base[rows])).astype(inputs.dtype)
+            np.add.at(total, rows, np.asarray(gradient_at(padded(points, batching)))[:len(index)])
+        return (total / method.steps * (inputs - base)).astype(inputs.dtype)
+    gradients = in_batches(gradient_at, inputs, batching)
+    return gradients * (inputs if method.times_input else 1)

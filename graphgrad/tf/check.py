@@ -93,6 +93,13 @@ class SummedSoftmax:
     softmax: str
     logits: str
 
+    def describe(self) -> str:
+        """What is wrong and the fix, as check and attribute say it."""
+        return (f"y is the softmax {self.softmax}: its entries sum to 1, so the gradient of their sum (what "
+                "tf.gradients computes) is zero up to rounding\n"
+                "  fix: choose one class, --target INDEX, or differentiate the logits, "
+                f"--y {self.logits.removesuffix(':0')}")
+
 
 @dataclass
 class CheckReport:
@@ -141,11 +148,11 @@ class Run:
 
 
 def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None, checkpoint: str | None,
-                allow_effects: bool, command: str = "check") -> Run:
+                allow_effects: bool, command: str = "check", fed: Iterable[str] = ()) -> Run:
     """Load ``model`` and find x and y as ``check`` does (signature names taken;
     without y, the one floating-point output; without xs, the floating-point
-    placeholders y depends on), refusing ops with effects outside the graph on the
-    path unless ``allow_effects``."""
+    placeholders y depends on, but those named in ``fed``), refusing ops with
+    effects outside the graph on the path unless ``allow_effects``."""
     chosen = _tag_set(model, tags)
     prefix = checkpoint or _checkpoint_beside(model)
     graph, session, unresolved, routed = _load(model, chosen, prefix)
@@ -160,7 +167,8 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
                 f"--y {run.y} is {run.y_tensor.dtype.name}: {command} differentiates a floating-point tensor"
                 + _signatures(model, chosen)
             )
-        run.xs = [named.get(x, x) for x in xs] or _float_placeholders(run.y_tensor)
+        given = {name.removesuffix(":0") for name in fed}
+        run.xs = [named.get(x, x) for x in xs] or [x for x in _float_placeholders(run.y_tensor) if x not in given]
         run.x_tensors = [_tensor(graph, x) for x in run.xs]
         effects = effects_in([op.node_def for op in _ancestors([run.y_tensor] + run.x_tensors)],
                              function_bodies(_graph_def(model, chosen)))
@@ -214,13 +222,13 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
     loaded = [op for op in graph.get_operations() if op.name not in routed[0] + routed[1]]
     with graph.as_default():
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report, shapes)
-        _refuse_unfed_pipelines([y_tensor] + x_tensors, feed)
+        refuse_unfed_pipelines([y_tensor] + x_tensors, feed)
         differentiated = _entry(y_tensor, target)
         for name, x in zip(xs, x_tensors):
             report.gradients.append(_with_shape_hint(_gradient(session, name, x, differentiated, feed, timeout),
                                                      report.guessed_shapes))
         if target is None:
-            report.summed_softmax = _summed_softmax(y_tensor)
+            report.summed_softmax = summed_softmax(y_tensor)
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = _surrogates(graph)
         context = _Context(unresolved, path, _graph_def(model, chosen))
@@ -320,7 +328,7 @@ def _pipeline_phrase(outputs: list) -> str:
     return f"an input pipeline (a queue or an iterator, which nothing fills here: {first_names(outputs)})"
 
 
-def _refuse_unfed_pipelines(fetched, feed) -> None:
+def refuse_unfed_pipelines(fetched, feed) -> None:
     """Refuse a run that would wait forever on a queue or an iterator: one among
     what ``fetched`` computes, upstream of no fed tensor."""
     fed = {tensor.op for tensor in feed}
@@ -543,7 +551,7 @@ def _entry(y, target: int | None):
 _REARRANGING = {"Identity", "Snapshot", "Reshape", "Squeeze", "ExpandDims"}
 
 
-def _summed_softmax(y) -> SummedSoftmax | None:
+def summed_softmax(y) -> SummedSoftmax | None:
     """The softmax that ``y`` passes on unchanged, unless an override on the way
     changes its gradient. Its entries sum to 1 for every input, so d sum(y)/dx,
     what tf.gradients computes, is zero up to rounding (1e-8 to 1e-7 in float32,
@@ -602,10 +610,8 @@ def _feeds(graph, y, xs, given, batch, seed, report, shapes=None):
     rng = np.random.default_rng(seed)
     shapes = shapes or {}
     feed = {}
-    for name, value in given.items():
-        tensor = _tensor(graph, name)
-        feed[tensor] = _value(value, tensor.dtype.as_numpy_dtype)
-        report.feeds[tensor.name] = "given"
+    feed.update(given_feeds(graph, given))
+    report.feeds.update({tensor.name: "given" for tensor in feed})
     chosen = {x.op for x in xs}
 
     def feed_random(tensor):
@@ -645,6 +651,37 @@ def _feeds(graph, y, xs, given, batch, seed, report, shapes=None):
         if op.type == "Placeholder" or (op.type == DEFAULTED and op in chosen):
             feed_random(op.outputs[0])
     return feed
+
+
+def given_feeds(graph, given: dict) -> dict:
+    """``--feed`` values (name -> a number, a JSON list or a .npy path) as a feed
+    dict of ``graph``'s tensors, each in its tensor's dtype."""
+    feed = {}
+    for name, text in given.items():
+        tensor = _tensor(graph, name)
+        feed[tensor] = _value(text, tensor.dtype.as_numpy_dtype)
+    return feed
+
+
+def unfed_inputs(fetched, feed) -> tuple[list, list]:
+    """What a run of ``fetched`` with ``feed`` would read from the caller: the
+    placeholders nobody feeds (TensorFlow would refuse the run), and the
+    ``PlaceholderWithDefault`` inputs left at their defaults."""
+    computed = _ancestors(fetched, fed=feed)
+    placeholders = sorted(op.name for op in computed if op.type == "Placeholder")
+    defaults = sorted(op.name for op in computed if op.type == DEFAULTED)
+    return placeholders, defaults
+
+
+def training_flags(session, graph, defaults: list) -> list[str]:
+    """The boolean ``PlaceholderWithDefault`` inputs among ``defaults`` whose default is
+    True: a training flag left on keeps dropout and batch normalisation in training mode."""
+    import numpy as np
+
+    flags = [graph.get_operation_by_name(name) for name in defaults]
+    flags = [op for op in flags if op.outputs[0].dtype.name == "bool" and op.inputs[0].op.type == "Const"]
+    values = session.run([op.inputs[0] for op in flags]) if flags else []
+    return [op.name for op, value in zip(flags, values) if np.all(value)]
 
 
 def _value(text: str, dtype):

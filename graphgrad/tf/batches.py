@@ -1,0 +1,72 @@
+"""Rows run in batches the graph accepts.
+
+A graph whose batch is fixed (x's static first dimension, or a Reshape on the path
+to a fully known shape, as an Estimator's input layer writes it) takes exactly that
+many rows per run: rows are run that many at a time, the last batch padded with
+copies of its last row whose results are dropped. Any other graph takes chunks of
+a bounded size, so that integrated gradients' steps and DeepLIFT's baselines run
+in few runs without holding every step in memory.
+"""
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+CHUNK_BYTES = 1 << 26  # of x per run where the graph takes any batch: 64 MiB
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How many rows one run takes, and whether exactly that many (``why`` says what fixes it)."""
+
+    rows: int
+    fixed: bool
+    why: str = ""
+
+
+def batching_for(x: Any, path_ops: Iterable, row_bytes: int) -> Batching:
+    """The batching that ``x`` (a graph tensor, batch first) and the ops on the path
+    from it (``path_ops``) accept; ``row_bytes``: the size of one row of x."""
+    fixed = _fixed_batch(x, path_ops)
+    if fixed is not None:
+        return Batching(fixed[0], True, fixed[1])
+    return Batching(max(1, CHUNK_BYTES // max(1, row_bytes)), False)
+
+
+def _fixed_batch(x: Any, path_ops: Iterable) -> tuple[int, str] | None:
+    """The number of rows the graph takes per run, and why, or None where any number goes."""
+    if x.shape.rank and x.shape[0] is not None:
+        return x.shape[0], f"{x.name} has shape {x.shape.as_list()}"
+    for op in sorted(path_ops, key=lambda op: op.name):
+        if op.type != "Reshape":
+            continue
+        source, target = op.inputs[0].shape, op.outputs[0].shape
+        if not target.is_fully_defined() or not source.rank or source[0] is not None:
+            continue
+        if not source[1:].is_fully_defined():
+            continue
+        per_row = math.prod(source[1:].as_list())
+        if per_row and target.num_elements() % per_row == 0:
+            return target.num_elements() // per_row, f"{op.name} reshapes its input to {target.as_list()}"
+    return None
+
+
+def in_batches(run: Callable, rows: Any, batching: Batching) -> Any:
+    """``run`` on ``rows`` a batch at a time, the results' rows joined: what
+    ``run(rows)`` gives where the graph takes rows one by one."""
+    import numpy as np
+
+    results = []
+    for start in range(0, len(rows), batching.rows):
+        chunk = rows[start:start + batching.rows]
+        results.append(np.asarray(run(padded(chunk, batching)))[:len(chunk)])
+    return np.concatenate(results)
+
+
+def padded(chunk: Any, batching: Batching) -> Any:
+    """``chunk`` filled up to the fixed batch with copies of its last row (unchanged where the batch is free)."""
+    import numpy as np
+
+    short = batching.rows - len(chunk) if batching.fixed else 0
+    return np.concatenate([chunk, np.repeat(chunk[-1:], short, axis=0)]) if short > 0 else chunk
