@@ -328,7 +328,7 @@ def _pipeline_phrase(outputs: list) -> str:
     return f"an input pipeline (a queue or an iterator, which nothing fills here: {first_names(outputs)})"
 
 
-def refuse_unfed_pipelines(fetched, feed) -> None:
+def refuse_unfed_pipelines(fetched: Iterable, feed: Container) -> None:
     """Refuse a run that would wait forever on a queue or an iterator: one among
     what ``fetched`` computes, upstream of no fed tensor."""
     fed = {tensor.op for tensor in feed}
@@ -551,7 +551,7 @@ def _entry(y, target: int | None):
 _REARRANGING = {"Identity", "Snapshot", "Reshape", "Squeeze", "ExpandDims"}
 
 
-def summed_softmax(y) -> SummedSoftmax | None:
+def summed_softmax(y: Any) -> SummedSoftmax | None:
     """The softmax that ``y`` passes on unchanged, unless an override on the way
     changes its gradient. Its entries sum to 1 for every input, so d sum(y)/dx,
     what tf.gradients computes, is zero up to rounding (1e-8 to 1e-7 in float32,
@@ -653,7 +653,7 @@ def _feeds(graph, y, xs, given, batch, seed, report, shapes=None):
     return feed
 
 
-def given_feeds(graph, given: dict) -> dict:
+def given_feeds(graph: Any, given: dict) -> dict:
     """``--feed`` values (name -> a number, a JSON list or a .npy path) as a feed
     dict of ``graph``'s tensors, each in its tensor's dtype."""
     feed = {}
@@ -663,7 +663,7 @@ def given_feeds(graph, given: dict) -> dict:
     return feed
 
 
-def unfed_inputs(fetched, feed) -> tuple[list, list]:
+def unfed_inputs(fetched: Iterable, feed: Container) -> tuple[list, list]:
     """What a run of ``fetched`` with ``feed`` would read from the caller: the
     placeholders nobody feeds (TensorFlow would refuse the run), and the
     ``PlaceholderWithDefault`` inputs left at their defaults."""
@@ -673,7 +673,7 @@ def unfed_inputs(fetched, feed) -> tuple[list, list]:
     return placeholders, defaults
 
 
-def training_flags(session, graph, defaults: list) -> list[str]:
+def training_flags(session: Any, graph: Any, defaults: list) -> list[str]:
     """The boolean ``PlaceholderWithDefault`` inputs among ``defaults`` whose default is
     True: a training flag left on keeps dropout and batch normalisation in training mode."""
     import numpy as np
