@@ -328,7 +328,7 @@ def _pipeline_phrase(outputs: list) -> str:
     return f"an input pipeline (a queue or an iterator, which nothing fills here: {first_names(outputs)})"
 
 
-def refuse_unfed_pipelines(fetched: Iterable, feed: Container) -> None:
+def refuse_unfed_pipelines(fetched: Iterable, feed: Iterable) -> None:
     """Refuse a run that would wait forever on a queue or an iterator: one among
     what ``fetched`` computes, upstream of no fed tensor."""
     fed = {tensor.op for tensor in feed}
