@@ -701,7 +701,7 @@ def test_shape_sets_a_feed_and_a_wrong_guess_says_how_to_give_one(tmp_path):
     path = image_model(tmp_path, flatten_to=5 * 5 * 2)  # a 7x7 image: 5x5 after the convolution
     report = check_json(path, "--y", "y", expect=1)
     assert "unknown dimensions were guessed: x as [1, 224, 224, 3]" in report["gradients"][0]["error"]
-    assert "--shape x=1,224,224,3" in report["gradients"][0]["error"]
+    assert "--shape x=1,D1,D2,3, each Dn the size the model takes there" in report["gradients"][0]["error"]
     report = check_json(path, "--y", "y", "--shape", "x=1,7,7,3", expect=0)
     assert report["feeds"] == {"x:0": "random float32 [1, 7, 7, 3]"}
     assert "--shape 'x=1,a'" in run_cli("check", path, "--shape", "x=1,a", expect=2).stderr

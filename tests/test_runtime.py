@@ -316,3 +316,22 @@ def test_register_accepts_tensorflow_meta_graph_messages(tmp_path):
     run_cli("rewrite", fixture("model.meta"), "--op", "Round=triangle", "-o", out)
     meta = v1.MetaGraphDef.FromString(out.read_bytes())
     assert graphgrad.register_gradients(meta).names == ("graphgrad/triangle",)
+
+
+def test_import_graph_def_clears_cluster_devices_and_keeps_local_ones():
+    """scalable-agent's learner names /job:learner devices: imported as written, its
+    runs fail here; its gradients run once those are cleared."""
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/job:learner/task:0/device:CPU:0"):
+            x = v1.placeholder(tf.float32, [2], name="x")
+            tf.multiply(x, 3.0, name="y")
+        with tf.device("/device:CPU:0"):
+            tf.identity(x, name="local")
+    graph_def = graph.as_graph_def()
+    imported = tf.Graph()
+    with imported.as_default():
+        graphgrad.import_graph_def(graph_def, name="")
+    assert imported.get_operation_by_name("y").device == ""
+    assert imported.get_operation_by_name("local").device == "/device:CPU:0"
+    assert_close(gradients(imported, "y:0", "x:0", {"x:0": [1.0, 2.0]})[0], [3.0, 3.0])

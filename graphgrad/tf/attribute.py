@@ -43,7 +43,8 @@ from .runtime import tensorflow, tf1_control_flow
 PASS_THROUGH = frozenset({
     "Placeholder", "PlaceholderWithDefault", "Const", "Identity", "IdentityN", "StopGradient", "Snapshot",
     "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv1D", "Conv2D", "Conv3D",
-    "DepthwiseConv2dNative", "Conv2DBackpropInput", "BiasAdd", "Add", "AddV2", "AddN", "Sub", "Neg", "Mul",
+    "DepthwiseConv2dNative", "Conv2DBackpropInput", "Conv3DBackpropInputV2", "BiasAdd", "Add", "AddV2", "AddN",
+    "Sub", "Neg", "Mul",
     "RealDiv", "Reshape", "Squeeze", "ExpandDims", "Transpose", "ConcatV2", "Pack", "Unpack", "Split", "SplitV",
     "Slice", "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "GatherV2", "MaxPool", "AvgPool", "MaxPool3D",
     "AvgPool3D", "Mean", "Sum", "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "Cast", "Shape",

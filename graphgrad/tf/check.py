@@ -225,8 +225,9 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
         refuse_unfed_pipelines([y_tensor] + x_tensors, feed)
         differentiated = _entry(y_tensor, target)
         for name, x in zip(xs, x_tensors):
+            unknown = {op: graph.get_tensor_by_name(f"{op}:0").shape.as_list() for op in report.guessed_shapes}
             report.gradients.append(_with_shape_hint(_gradient(session, name, x, differentiated, feed, timeout),
-                                                     report.guessed_shapes))
+                                                     report.guessed_shapes, unknown))
         if target is None:
             report.summed_softmax = summed_softmax(y_tensor)
         float_path = _between(x_tensors, y_tensor, only_differentiable=True)
@@ -578,16 +579,20 @@ def _ancestors(tensors, fed: Container = ()) -> set:
     return seen
 
 
-def _with_shape_hint(gradient: "Gradient", guessed: dict) -> "Gradient":
+def _with_shape_hint(gradient: "Gradient", guessed: dict, unknown: dict) -> "Gradient":
     """``gradient``, its error saying which inputs' unknown dimensions were guessed,
-    and how to give them, when there were any."""
+    and how to give them, when there were any (``unknown``: each input's static
+    dimensions, None where unknown)."""
     if gradient.status != "error" or not guessed:
         return gradient
     name, shape = next(iter(guessed.items()))
     fed = ", ".join(f"{input_name} as {input_shape}" for input_name, input_shape in guessed.items())
-    example = ",".join(str(d) for d in shape)
+    known = unknown.get(name, [])
+    # the guess failed: the known dimensions as they are, the guessed ones to be filled in
+    template = ",".join(str(guess) if index == 0 or index < len(known) and known[index] is not None else f"D{index}"
+                        for index, guess in enumerate(shape))
     return replace(gradient, error=f"{gradient.error} (unknown dimensions were guessed: {fed}; give the real "
-                                   f"shape with --shape {name}={example})")
+                                   f"shape with --shape {name}={template}, each Dn the size the model takes there)")
 
 
 def _feed_shape(tensor, batch: int, given: list | None) -> list:

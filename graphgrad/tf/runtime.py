@@ -482,6 +482,7 @@ def import_graph_def(graph_def_or_path: Any, **kwargs: Any) -> Any:
     register_gradients(graph_def)
     if not isinstance(graph_def, tf.compat.v1.GraphDef):
         graph_def = tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())
+    _clear_cluster_devices(graph_def)
     try:
         imported = _import(tf, graph_def, meta, kwargs)
     except ValueError as error:
@@ -496,6 +497,17 @@ def import_graph_def(graph_def_or_path: Any, **kwargs: Any) -> Any:
         imported = _import(tf, graph_def, meta, kwargs)
     _use_tf1_control_flow(tf, tf.compat.v1.get_default_graph())
     return imported
+
+
+def _clear_cluster_devices(graph_def: Any) -> None:
+    """Clear the devices that name a cluster's job (``/job:learner/task:0/...``), at
+    the top level and in function bodies: a graph written for a cluster would
+    otherwise fail at run time in a process that has no such job. Local devices
+    (``/device:GPU:0``) are kept."""
+    nodes = list(graph_def.node) + [node for function in graph_def.library.function for node in function.node_def]
+    for node in nodes:
+        if "/job:" in node.device or node.device.startswith("job:"):
+            node.device = ""
 
 
 TF1_LOOP_OPS = ("Enter", "RefEnter")  # control flow v1: a while loop's frame starts at these
