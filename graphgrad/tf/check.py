@@ -31,15 +31,17 @@ from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
 from ..files.io import read_model
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
-from ..graph.functions import first_names, function_bodies, function_calls
+from ..graph.functions import first_names, function_bodies, function_calls, functions_run
 from ..graph.hints import close_names
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
-from ..names import ATTR, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE, VALUE_INDEPENDENT
+from ..names import ATTR, CALL_OPS, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE, VALUE_INDEPENDENT
 from .effects import effects_in
+from .variables import graph_variables, initializers_of, restore_variables
 from .internals import (
     function_def_to_graph,
     gradient_registry,
     registered_gradient,
+    saved_model_init_op,
     saved_model_loader_class,
 )
 from .runtime import (
@@ -155,7 +157,7 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
     effects outside the graph on the path unless ``allow_effects``."""
     chosen = _tag_set(model, tags)
     prefix = checkpoint or _checkpoint_beside(model)
-    graph, session, unresolved, routed = _load(model, chosen, prefix)
+    graph, session, unresolved, routed = _load(model, chosen, prefix, allow_effects, command)
     named = _signature_names(model, chosen)  # signature input and output names, to their tensors
     run = Run(model, chosen, prefix, graph, session, unresolved, routed)
     run.y = named.get(y, y) if y else _only_output(graph, model, chosen)
@@ -215,7 +217,8 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
                                                           run.unresolved, run.routed)
     y, xs, y_tensor, x_tensors = run.y, run.xs, run.y_tensor, run.x_tensors
     report = CheckReport(model=path, y=y, target=target, tags=",".join(chosen or ()), y_name=run.y_name)
-    if model.kind == METAGRAPH and graph.get_collection("variables"):
+    if (model.kind == METAGRAPH and graph.get_collection("variables")) or (
+            model.kind == GRAPHDEF and graph_variables(graph)):
         report.variables = f"restored from {prefix}" if prefix else "initialised by their initializers (no checkpoint)"
     report.routed_calls = list(routed[0])  # the ones that make overrides apply
     # What the file holds: tf.gradients adds ops, copies of routed call bodies among them.
@@ -244,7 +247,7 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
         # TensorFlow keeps the functions cond_v2 builds for gradients process-wide, by
         # branch name: the plain graph's branches, if an edit changed them, would clash.
         rename_functions(plain, "_graphgrad_plain")
-        plain_graph, plain_session, _, _ = _load(plain, chosen, prefix)
+        plain_graph, plain_session, _, _ = _load(plain, chosen, prefix, allow_effects)
         with plain_graph.as_default():
             plain_feed = {_tensor(plain_graph, t.name): v for t, v in feed.items()}
             plain_y = _entry(_tensor(plain_graph, y), target)
@@ -385,7 +388,79 @@ def _checkpoint_beside(model: Model) -> str | None:
     return prefix if os.path.isfile(prefix + ".index") else None
 
 
-def _load(model: Model, tags: list | None, checkpoint: str | None = None):
+@dataclass
+class _LoadEffects:
+    """The refusal of ops with effects outside the graph among what loading runs
+    (initializers, the restore op, a SavedModel's init op, their inputs), before
+    any of it runs; ``--allow-effects`` (``allowed``) lets them run."""
+
+    path: str
+    command: str
+    allowed: bool
+    graph_def: Any
+
+    def refuse_what_loading_runs(self, ops: Sequence, restores: Iterable = ()) -> None:
+        """Refuse ``ops`` if any of them, or what they are computed from, acts outside
+        the graph; ``restores``: the restore ops that read the checkpoint being loaded."""
+        if self.allowed or not ops:
+            return
+        restores = set(restores)
+        reached = [op.node_def for op in _ancestors_of_ops(ops) if op not in restores]
+        bodies = function_bodies(self.graph_def)
+        # TF2's saver restores in a function it calls with the file name: its reads are the restore
+        calls = {op for op in restores if op.type in CALL_OPS}
+        reading = functions_run([op.node_def for op in calls], bodies)
+        found = [effect for effect in effects_in(reached, bodies)
+                 if not (effect.split("/")[0] in reading and effect.endswith(_RESTORE_SUFFIXES))]
+        if found:
+            raise GraphgradError(
+                f"{self.path}: loading it would run {len(found)} op(s) that act outside the graph "
+                f"({first_names(sorted(found))}) as its initializers, restore or init ops, before {self.command} "
+                "computes anything; to run them anyway, add --allow-effects"
+            )
+
+
+def _restore_op(graph, saver) -> list:
+    """The op a Saver runs to restore, in ``graph``."""
+    return [graph.get_operation_by_name(saver.saver_def.restore_op_name)] if saver is not None else []
+
+
+_RESTORES = ("RestoreV2", "Restore", "RestoreSlice")
+_RESTORE_SUFFIXES = tuple(f" ({op_type})" for op_type in _RESTORES)
+
+
+def _restores_of(graph, saver) -> set:
+    """The checkpoint reads of ``saver``'s restore: those whose file name is the one
+    the saver feeds (the checkpoint being loaded), and no other file; and TF2's
+    restore, a call op that takes that file name first (the variables after it)."""
+    if saver is None:
+        return set()
+    filename = saver.saver_def.filename_tensor_name
+    reads = {op for op in graph.get_operations()
+             if op.type in _RESTORES and op.inputs and op.inputs[0].name == filename}
+    restore = graph.get_operation_by_name(saver.saver_def.restore_op_name)
+    if restore.type in CALL_OPS and restore.inputs and restore.inputs[0].name == filename:
+        reads.add(restore)
+    return reads
+
+
+def _load_graph_variables(tf, session, model: Model, checkpoint: str | None, effects: "_LoadEffects") -> None:
+    """Give the variables of a bare GraphDef values: from ``checkpoint`` by name, else
+    by the initializers the graph holds for them (scanned for effects first)."""
+    variables = graph_variables(session.graph)
+    if checkpoint:
+        if not variables:
+            raise GraphgradError(f"{model.path} has no variables to restore from {checkpoint}")
+        restore_variables(tf, session, variables, checkpoint)
+    elif variables:
+        initializers = initializers_of(variables)
+        effects.refuse_what_loading_runs(initializers)
+        if initializers:
+            session.run(initializers)
+
+
+def _load(model: Model, tags: list | None, checkpoint: str | None = None, allow_effects: bool = False,
+          command: str = "check"):
     """A tf.Graph and Session with the model in it (for a SavedModel, the
     MetaGraphDef with ``tags``); unresolved override names; the call ops routed
     through the ``call`` gradient, those into functions that hold overrides first
@@ -393,6 +468,7 @@ def _load(model: Model, tags: list | None, checkpoint: str | None = None):
     tf = tensorflow()
     graph = tf.Graph()
     unresolved = set()
+    effects = _LoadEffects(model.path, command, allow_effects, _graph_def(model, tags))
     # Marked before the graph is built, calls inside branch functions are routed too.
     # The other calls too: graph mode cannot differentiate some at all (nested Keras calls).
     routed = [route_calls_in(_graph_def(model, tags)), route_calls_in(_graph_def(model, tags), all_calls=True)]
@@ -405,20 +481,25 @@ def _load(model: Model, tags: list | None, checkpoint: str | None = None):
         try:
             # Devices are cleared, as import_meta_graph(clear_devices=True) does: a graph
             # written for a cluster (/job:learner/...) names devices this process has not.
+            # Nothing runs until what loading runs has been scanned for effects.
             if model.kind == GRAPHDEF:
                 graph_def = _tf_message(tf.compat.v1.GraphDef, model.message)
                 for node in graph_def.node:
                     node.device = ""
                 import_tf1_loops(tf, graph_def, name="")
+                _load_graph_variables(tf, session, model, checkpoint, effects)
             elif model.kind == METAGRAPH:
                 saver = _import_meta_graph(tf, _tf_message(tf.compat.v1.MetaGraphDef, model.message))
-                session.run(tf.compat.v1.global_variables_initializer())
+                if checkpoint and saver is None:
+                    raise GraphgradError(f"{model.path} has no variables to restore from {checkpoint}")
+                initializers = [variable.initializer for variable in graph.get_collection("variables")]
+                restore = _restore_op(graph, saver) if checkpoint else []
+                effects.refuse_what_loading_runs(initializers + restore, _restores_of(graph, saver))
+                session.run(initializers)
                 if checkpoint:
-                    if saver is None:
-                        raise GraphgradError(f"{model.path} has no variables to restore from {checkpoint}")
                     saver.restore(session, checkpoint)
             else:
-                _load_saved_model(tf, session, model, tags)
+                _load_saved_model(tf, session, model, tags, effects)
         except (ValueError, tf.errors.OpError) as error:
             raise GraphgradError(f"TensorFlow cannot load {model.path}: {tensorflow_says(error)}") from None
     return graph, session, unresolved, routed
@@ -454,17 +535,25 @@ def _import_meta_graph(tf, meta_graph_def):
     return tf.compat.v1.train.import_meta_graph(meta_graph_def, clear_devices=True)
 
 
-def _load_saved_model(tf, session, model: Model, tags: list | None) -> None:
+def _load_saved_model(tf, session, model: Model, tags: list | None, effects: _LoadEffects) -> None:
     """TensorFlow's TF1 loader (variables, assets, init ops) on the MetaGraphDef
     with ``tags`` as ``model`` holds it in memory, which need not be the file's:
-    the comparison without overrides loads the reset graph beside the files."""
+    the comparison without overrides loads the reset graph beside the files. Its
+    steps one by one (as ``SavedModelLoader.load`` takes them), so that the restore
+    and the init op are scanned for effects before either runs."""
     meta_graph_def = _tf_message(tf.compat.v1.MetaGraphDef, _meta_graph(model, tags))
 
     class InMemoryLoader(saved_model_loader_class()):  # type: ignore[misc]  # TensorFlow's class, found at run time
         def get_meta_graph_def_from_tags(self, _tags):
             return meta_graph_def
 
-    InMemoryLoader(model.root).load(session, tags, clear_devices=True)
+    loader = InMemoryLoader(model.root)
+    saver, _ = loader.load_graph(session.graph, tags, clear_devices=True)
+    init_op = saved_model_init_op(meta_graph_def)
+    init = [init_op if hasattr(init_op, "type") else init_op.op] if init_op is not None else []
+    effects.refuse_what_loading_runs(_restore_op(session.graph, saver) + init, _restores_of(session.graph, saver))
+    loader.restore_variables(session, saver)
+    loader.run_init_ops(session, tags)
 
 
 def _meta_graph(model: Model, tags: list | None):
@@ -567,6 +656,18 @@ def summed_softmax(y: Any) -> SummedSoftmax | None:
     return None
 
 
+def _ancestors_of_ops(ops) -> set:
+    """``ops`` and every op they are computed from or wait for (data and control inputs)."""
+    seen, stack = set(), list(ops)
+    while stack:
+        op = stack.pop()
+        if op not in seen:
+            seen.add(op)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    return seen
+
+
 def _ancestors(tensors, fed: Container = ()) -> set:
     """The ops ``tensors`` are computed from; a tensor in ``fed`` is not computed (its op is not reached through it)."""
     seen, stack = set(), [t.op for t in tensors if t not in fed]
@@ -583,7 +684,7 @@ def _with_shape_hint(gradient: "Gradient", guessed: dict, unknown: dict) -> "Gra
     """``gradient``, its error saying which inputs' unknown dimensions were guessed,
     and how to give them, when there were any (``unknown``: each input's static
     dimensions, None where unknown)."""
-    if gradient.status != "error" or not guessed:
+    if gradient.status != "error" or not guessed or "--checkpoint" in (gradient.error or ""):
         return gradient
     name, shape = next(iter(guessed.items()))
     fed = ", ".join(f"{input_name} as {input_shape}" for input_name, input_shape in guessed.items())
@@ -734,6 +835,12 @@ def _gradient(session, name, x, y, feed, timeout: float = DEFAULT_TIMEOUT) -> Gr
         except tf.errors.DeadlineExceededError:
             return Gradient(name, connected, "error", error=(
                 f"the run took over {timeout:g} s and was stopped; give it longer with --timeout SECONDS"))
+        except tf.errors.FailedPreconditionError as error:
+            if "uninitialized" not in str(error).lower() and "not initialized" not in str(error).lower():
+                return Gradient(name, connected, "error", error="TensorFlow says: " + tensorflow_says(error))
+            return Gradient(name, connected, "error", error=(
+                "the graph's variables have no values (TensorFlow: a variable is uninitialized): give them from "
+                "the checkpoint they were saved to, with --checkpoint PREFIX"))
         except (LookupError, ValueError, tf.errors.OpError) as error:
             return Gradient(name, connected, "error", error="TensorFlow says: " + tensorflow_says(error))
         except AttributeError:

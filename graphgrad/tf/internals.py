@@ -61,6 +61,15 @@ def saved_model_loader_class() -> type:
     return SavedModelLoader
 
 
+def saved_model_init_op(meta_graph_def: Any) -> Any:
+    """The op a SavedModel's TF1 loader runs after restoring its variables (the
+    ``__saved_model_init_op`` signature, else the ``saved_model_main_op`` or
+    ``legacy_init_op`` collection), found in the default graph; None where there is none."""
+    from tensorflow.python.saved_model.loader_impl import get_init_op
+
+    return get_init_op(meta_graph_def)
+
+
 def set_op_attr(op: Any, key: str, value: Any) -> None:
     """Set an attribute (a TensorFlow ``AttrValue``) of a built ``tf.Operation``:
     what ``Graph.gradient_override_map`` does while an op is created; ``tf`` has no
