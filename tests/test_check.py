@@ -57,6 +57,21 @@ def test_embedded_surrogates_are_listed_not_blamed(tmp_path):
     assert "embedded gradients on the path (--embed):\n  binarize_input/Sign: ste(clip=1.0)\n" in text
 
 
+@pytest.mark.parametrize("ends", [["--x", "x", "--y", "dense1/Sign"], ["--x", "binarize_input/Sign:0",
+                                                                      "--y", "dense2/logits"]])
+def test_an_x_or_y_that_names_an_embedded_nodes_own_output_agrees_with_the_override(tmp_path, ends):
+    """NODE:0 still names the raw op after --embed; its consumers read the surrogate.
+    check takes x or y there, says so, and gets what the override route gets."""
+    embedded, overridden = tmp_path / "embedded.pb", tmp_path / "overridden.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste(clip=4)", "--embed", "-o", embedded)
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste(clip=4)", "-o", overridden)
+    via_embed = check_json(embedded, *ends, "--batch", "3", expect=0)
+    via_override = check_json(overridden, *ends, "--batch", "3", expect=0)
+    assert via_embed["gradients"][0]["norm"] == pytest.approx(via_override["gradients"][0]["norm"], rel=1e-6)
+    assert via_embed["gradients"][0]["norm"] > 0
+    assert any("has a gradient written into the graph" in note for note in via_embed["notes"])
+
+
 def test_a_transform_embedded_on_a_sign_still_shows_the_sign_as_the_blocker(tmp_path):
     # reverse alone scales the Sign's own gradient, which stays zero: the Sign is the blocker
     first, inserted = tmp_path / "first.pb", tmp_path / "inserted.pb"

@@ -86,6 +86,8 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
         click.echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))
     if report.uncovered:
         click.echo(f"  no rule for: {', '.join(report.uncovered)} (their own gradients were used)")
+    for note in report.notes:
+        click.echo(f"  note: {note}")
     if report.batch:
         click.echo(f"  run {report.batch} rows at a time: the graph's batch is fixed")
     if report.training_flags:

@@ -177,6 +177,7 @@ class AttributionReport:
     feeds: dict = field(default_factory=dict)  # --feed: tensor -> "given"
     training_flags: list = field(default_factory=list)  # boolean inputs left at a default of True
     batch: int | None = None  # the rows each run takes, where the graph fixes it
+    notes: list = field(default_factory=list)  # x or y taken where a gradient written into the graph applies
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
             f"attribute differentiates with respect to one x; name it with --x (found {', '.join(run.xs)})"
         )
     x_tensor = run.x_tensors[0]
-    report = AttributionReport(path, method.name, run.xs[0], run.y, options.target)
+    report = AttributionReport(path, method.name, run.xs[0], run.y, options.target, notes=run.moved_notes())
     if options.target is None:
         softmax = summed_softmax(run.y_tensor)
         if softmax is not None:

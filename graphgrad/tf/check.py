@@ -147,6 +147,13 @@ class Run:
     y_tensor: Any = None
     xs: list = field(default_factory=list)
     x_tensors: list = field(default_factory=list)
+    moved: dict = field(default_factory=dict)  # x or y -> the graphgrad node's output that stands in for it
+
+    def moved_notes(self) -> list[str]:
+        """One line for each x or y taken at the node that stands in for it."""
+        return [f"{tensor} has a gradient written into the graph (--embed or insert) at {stand_in}, which its "
+                f"consumers read: differentiated there, as an override on its node would apply at {tensor}"
+                for tensor, stand_in in self.moved.items()]
 
 
 def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None, checkpoint: str | None,
@@ -162,8 +169,9 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
     run = Run(model, chosen, prefix, graph, session, unresolved, routed)
     run.y = named.get(y, y) if y else _only_output(graph, model, chosen)
     run.y_name = next((name for name, tensor in named.items() if _same_tensor(tensor, run.y)), "")
+    stand_ins = _stand_ins(graph)
     with graph.as_default():
-        run.y_tensor = _tensor(graph, run.y)
+        run.y_tensor = _stood_in(run, _tensor(graph, run.y), stand_ins)
         if not _floating(run.y_tensor.dtype):
             raise CheckUsageError(
                 f"--y {run.y} is {run.y_tensor.dtype.name}: {command} differentiates a floating-point tensor"
@@ -171,7 +179,7 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
             )
         given = {name.removesuffix(":0") for name in fed}
         run.xs = [named.get(x, x) for x in xs] or [x for x in _float_placeholders(run.y_tensor) if x not in given]
-        run.x_tensors = [_tensor(graph, x) for x in run.xs]
+        run.x_tensors = [_stood_in(run, _tensor(graph, x), stand_ins) for x in run.xs]
         effects = effects_in([op.node_def for op in _ancestors([run.y_tensor] + run.x_tensors)],
                              function_bodies(_graph_def(model, chosen)))
     if effects and not allow_effects:
@@ -180,6 +188,28 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
             f"({first_names(sorted(effects))}); to run it anyway, add --allow-effects"
         )
     return run
+
+
+def _stand_ins(graph) -> dict:
+    """``{tensor name: the tensor of the graphgrad node that stands in for it}``: an
+    ``--embed`` surrogate or an inserted gradient, which the tensor's consumers read."""
+    found = {}
+    for op in graph.get_operations():
+        if SOURCE in op.node_def.attr:
+            ref = op.node_def.attr[SOURCE].s.decode()
+            found[ref if ":" in ref else ref + ":0"] = op.outputs[0]
+    return found
+
+
+def _stood_in(run: Run, tensor, stand_ins: dict):
+    """``tensor``, or the graphgrad node's output that stands in for it: its gradient
+    (embedded or inserted) applies there, as an override on its node would apply
+    at the tensor itself; ``run.moved`` records the move."""
+    stand_in = stand_ins.get(tensor.name)
+    if stand_in is None:
+        return tensor
+    run.moved[tensor.name] = stand_in.name
+    return stand_in
 
 
 def tensor_entry(y: Any, target: int | None) -> Any:
@@ -241,7 +271,7 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
         report.idle_overrides = _idle_overrides(loaded, float_path)
-    report.notes = trap_notes(_graph_def(model, chosen))
+    report.notes = run.moved_notes() + trap_notes(_graph_def(model, chosen))
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
         # TensorFlow keeps the functions cond_v2 builds for gradients process-wide, by
@@ -249,7 +279,8 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
         rename_functions(plain, "_graphgrad_plain")
         plain_graph, plain_session, _, _ = _load(plain, chosen, prefix, allow_effects)
         with plain_graph.as_default():
-            plain_feed = {_tensor(plain_graph, t.name): v for t, v in feed.items()}
+            back = {stand_in: tensor for tensor, stand_in in run.moved.items()}
+            plain_feed = {_tensor(plain_graph, back.get(t.name, t.name)): v for t, v in feed.items()}
             plain_y = _entry(_tensor(plain_graph, y), target)
             report.without_overrides = [
                 _gradient(plain_session, name, _tensor(plain_graph, name), plain_y, plain_feed, timeout) for name in xs
