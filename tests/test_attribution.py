@@ -368,3 +368,22 @@ def test_attribute_stops_at_its_timeout(tmp_path):
                      "--input", fixture("classifier_rows.npy"), "--target", "0", "--timeout", "2",
                      "-o", tmp_path / "o.npy", expect=1)
     assert "the runs took over 2 s and were stopped" in result.stderr and not (tmp_path / "o.npy").exists()
+
+
+def test_a_transposed_3d_convolution_is_linear_and_needs_no_rule(tmp_path):
+    """Conv3DBackpropInputV2 (conv3d_transpose) is linear in its data input: deeplift
+    passes its gradient through, and the attributions stay complete."""
+    def build():
+        x = v1.placeholder(tf.float32, [None, 2, 2, 2, 1], name="x")
+        kernel = tf.constant(RNG.normal(size=(2, 2, 2, 3, 1)).astype(np.float32))
+        up = tf.nn.conv3d_transpose(x, kernel, [tf.shape(x)[0], 4, 4, 4, 3], [1, 2, 2, 2, 1])
+        tf.reduce_sum(tf.tanh(up), axis=[1, 2, 3], name="y")
+
+    path = _graph_file(tmp_path, build)
+    rows = RNG.normal(size=(2, 2, 2, 2, 1)).astype(np.float32)
+    out = tmp_path / "out.npy"
+    report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
+                                "--target", "1", "-o", out, "--json").stdout)
+    assert report["uncovered"] == [] and report["rules"] == {"Tanh": "deeplift"}
+    for check in report["completeness"]:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)

@@ -29,6 +29,13 @@ CUTKUM = ("cutkum==2.4", "cutkum-2.4/cutkum/frozen_model.pb")
 TFX = ("tfx==1.21.0", "tfx/components/testdata/trainer/current/Format-Serving/model.ckpt-1000.meta")
 
 
+# musicnn 0.1.0 ships its music taggers as TF1 training checkpoints with their weights
+# (.meta, .index, .data of the prefix "" in each model's folder): batch normalisation
+# behind a required is_training placeholder, dropout, Adam's slots.
+MUSICNN = ("musicnn==0.1.0", "musicnn/MTT_musicnn/")
+MUSICNN_X, MUSICNN_LOGITS, MUSICNN_TRAINING = "model/Placeholder", "model/dense_1/BiasAdd", "model/Placeholder_2"
+
+
 def _download(folder, requirement):
     download = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:" if "cutkum" in requirement
@@ -88,6 +95,54 @@ def test_a_real_identity_forward_custom_gradient_repairs(tfx_trainer, tmp_path):
             [gradient] = v1.gradients(op.outputs[index], op.inputs[index], grad_ys=dy)
             with v1.Session(graph=graph) as session:  # the upstream gradient itself, computed from nothing else
                 np.testing.assert_array_equal(*session.run([gradient, dy]))
+
+
+@pytest.fixture(scope="module")
+def musicnn(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pypi")
+    requirement, member = MUSICNN
+    with zipfile.ZipFile(_download(folder, requirement)) as archive:
+        archive.extractall(folder, [name for name in archive.namelist() if name.startswith(member)])
+    return folder / member / ".meta"
+
+
+def test_check_on_a_real_tf1_training_checkpoint(musicnn):
+    report = json.loads(run_cli("check", musicnn, "--x", MUSICNN_X, "--y", MUSICNN_LOGITS, "--target", "3",
+                                "--feed", f"{MUSICNN_TRAINING}=false", "--json").stdout)
+    assert report["variables"] == f"restored from {str(musicnn)[:-len('.meta')]}"
+    assert [g["status"] for g in report["gradients"]] == ["finite"] and report["blockers"] == []
+
+
+def test_attribute_on_a_real_tf1_training_checkpoint_equals_tensorflows_gradient(musicnn, tmp_path):
+    """Its is_training input must be fed: refused until it is, then the gradient is
+    the one TensorFlow computes on the restored checkpoint."""
+    rows = np.random.default_rng(2).standard_normal((2, 187, 96)).astype(np.float32)
+    np.save(tmp_path / "rows.npy", rows)
+    out = tmp_path / "saliency.npy"
+    common = ["attribute", musicnn, "--method", "gradient", "--input", tmp_path / "rows.npy", "--x", MUSICNN_X,
+              "--y", MUSICNN_LOGITS, "--target", "3", "-o", out]
+    refused = run_cli(*common, expect=2)
+    assert f"also reads {MUSICNN_TRAINING}, which --input does not feed" in refused.stderr and not out.exists()
+    run_cli(*common, "--feed", f"{MUSICNN_TRAINING}=false")
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    meta = v1.MetaGraphDef.FromString(musicnn.read_bytes())
+    for node in meta.graph_def.node:  # TF 2.x refuses this 2019 graph's stale shape hints
+        node.attr.pop("_output_shapes", None)
+    with graph.as_default(), v1.Session(graph=graph) as session:
+        saver = v1.train.import_meta_graph(meta, clear_devices=True)
+        saver.restore(session, str(musicnn)[:-len(".meta")])
+        x = graph.get_tensor_by_name(f"{MUSICNN_X}:0")
+        [gradient] = v1.gradients(graph.get_tensor_by_name(f"{MUSICNN_LOGITS}:0")[..., 3], [x])
+        expected = session.run(gradient, {x: rows, graph.get_tensor_by_name(f"{MUSICNN_TRAINING}:0"): False})
+    np.testing.assert_allclose(np.load(out), expected, rtol=1e-4, atol=1e-7)
+
+
+def test_rewrite_then_reset_of_a_real_tf1_training_checkpoint_gives_it_back(musicnn, tmp_path):
+    guided, reset = tmp_path / "guided.meta", tmp_path / "reset.meta"
+    assert "changed" in run_cli("rewrite", musicnn, "--op", "Relu=guided_relu", "-o", guided).stdout
+    run_cli("reset", guided, "-o", reset)
+    assert run_cli("diff", musicnn, reset).stdout.strip().endswith("no differences")
 
 
 def note_gradient(model_dir, x):
