@@ -203,7 +203,8 @@ def test_feeds_nan_and_disconnected(tmp_path):
     report = check_json(path, "--x", "x", "--y", "root", "--feed", "x=[1.0, 4.0]", expect=0)
     assert abs(report["gradients"][0]["norm"] - np.hypot(0.5, 0.25)) < 1e-6
     report = check_json(path, "--x", "x", "--y", "unrelated", expect=1)
-    assert report["gradients"][0] == {"x": "x", "connected": False, "status": "none", "norm": None, "error": None}
+    assert report["gradients"][0] == {"x": "x", "connected": False, "status": "none", "norm": None, "error": None,
+                                      "why": None}
 
 
 def test_usage_errors_exit_2(tmp_path):
@@ -737,3 +738,42 @@ def test_stale_output_shapes_do_not_stop_check(tmp_path, monkeypatch):
     path.write_bytes(meta.SerializeToString())
     result = run_cli("check", path, expect=1)  # model.meta: a Sign, no gradient without an override
     assert "TensorFlow cannot load" not in result.stderr and "not ok: some x gets no usable gradient" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["check", fixture("binary_net.pb"), "--x", "nosuch"], "--x nosuch: no tensor 'nosuch' in the graph"),
+    (["check", fixture("binary_net.pb"), "--y", "dense2/logitz"], "close ones: dense2/logits:0"),
+    (["check", fixture("binary_net.pb"), "--feed", "xx=1"], "--feed xx: no tensor 'xx' in the graph; close ones: x:0"),
+    (["check", fixture("binary_net.pb"), "--feed", "x=[[1,2]]"], "--feed x has shape [1, 2], and x takes [None, 4]"),
+    (["attribute", fixture("classifier.pb"), "--method", "gradient", "--input", fixture("classifier_rows.npy"),
+      "--x", "xs", "-o", "OUT.npy"], "--x xs: no tensor 'xs' in the graph; close ones: x:0"),
+    (["attribute", fixture("classifier.pb"), "--method", "gradient", "--input", fixture("classifier_rows.npy"),
+      "-o", "/no/such/folder/out.npy"], "-o /no/such/folder/out.npy: no directory /no/such/folder"),
+])
+def test_usage_errors_are_found_before_tensorflow_is_imported(tmp_path, args, message):
+    """A typo costs a read of the file, not TensorFlow's start-up (8-21 s on a loaded machine)."""
+    import subprocess
+    import sys
+
+    args = [str(tmp_path / "out.npy") if arg == "OUT.npy" else str(arg) for arg in args]
+    script = ("import sys\nfrom graphgrad.cli import main\n"
+              "try:\n    main(sys.argv[1:], standalone_mode=True)\nexcept SystemExit as end:\n"
+              "    print('tensorflow' in sys.modules, end.code)\n")
+    result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)
+    assert message in result.stderr
+    assert result.stdout.split() == ["False", "2"]
+
+
+def test_an_empty_y_is_named_as_such(tmp_path):
+    """A detector that finds nothing on random input: y has no entries, so its
+    gradient is zero for want of anything to differentiate, and check says so."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 4], name="x")
+        scores = tf.reduce_sum(x * 2.0, axis=1)
+        tf.identity(tf.boolean_mask(scores, scores > 1e9), name="y")
+    path = save(tmp_path, graph)
+    report = check_json(path, "--x", "x", "--y", "y", expect=1)
+    assert report["gradients"][0]["status"] == "zero"
+    assert report["gradients"][0]["why"].startswith("y has no entries for this input (shape [0])")
+    assert "y has no entries for this input" in run_cli("check", path, "--x", "x", "--y", "y", expect=1).stdout

@@ -141,7 +141,7 @@ def test_check_differentiates_a_frozen_graph_with_tf1_while_loops():
     """MTCNN's frozen graph: TensorFlow alone cannot differentiate its TF1 loops (the
     loop contexts were lost when it was frozen; it fails with an AttributeError);
     graphgrad rebuilds them, so check computes the gradient (zero here: random
-    pixels hold no face, so no box depends on them)."""
+    pixels hold no face, so there is no box, and check says so)."""
     import json
 
     pytest.importorskip("tensorflow", reason="needs TensorFlow")
@@ -149,6 +149,7 @@ def test_check_differentiates_a_frozen_graph_with_tf1_while_loops():
     report = json.loads(run_cli("check", source, "--x", "input", "--y", "box", "--json", expect=1).stdout)
     [gradient] = report["gradients"]
     assert gradient["status"] == "zero" and not gradient["error"]
+    assert gradient["why"].startswith("y has no entries for this input (shape [0, 4])")
 
 
 def test_check_catches_a_classifier_differentiated_through_its_whole_softmax():

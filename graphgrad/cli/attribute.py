@@ -101,14 +101,20 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
 
 
 def _refuse_overwrites(model: str, inputs: dict, outputs: dict) -> None:
-    """Refuse outputs that would land on the model (or inside its SavedModel
-    directory), on an input array, or on each other, before anything is read."""
+    """Refuse outputs that cannot be written (no such directory, not writable), or
+    that would land on the model (or inside its SavedModel directory), on an input
+    array, or on each other, before anything is read."""
     import os
 
     from ..files.io import same_model
 
     given = {option: path for option, path in outputs.items() if path}
     for option, path in given.items():
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise UsageError(f"{option} {path}: no directory {folder}; create it first")
+        if not os.access(folder, os.W_OK):
+            raise UsageError(f"{option} {path}: the directory {folder} is not writable")
         real = os.path.realpath(path)
         inside = os.path.isdir(model) and real.startswith(os.path.realpath(model) + os.sep)
         if same_model(model, path) or inside:

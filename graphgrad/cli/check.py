@@ -118,8 +118,8 @@ def _render(report) -> None:
         rows.append(row)
     click.echo(table(rows))
     for gradient in report.gradients:
-        if gradient.error:
-            click.echo(f"  {gradient.x}: {gradient.error}")
+        if gradient.error or gradient.why:
+            click.echo(f"  {gradient.x}: {gradient.error or gradient.why}")
     if report.summed_softmax:
         click.echo(report.summed_softmax.describe())
     if report.blockers:

@@ -211,7 +211,7 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
     rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
     patched, _ = rewrite_model(model, RewriteOptions(rules=rules, force=True, allow_missing=True))
     run = prepare_run(patched, [options.x] if options.x else [], options.y, options.tags, options.checkpoint,
-                      options.allow_effects, command="attribute", fed=options.feeds)
+                      options.allow_effects, command="attribute", feeds=options.feeds, fed_are_not_x=True)
     if len(run.x_tensors) != 1:
         raise UsageError(
             f"attribute differentiates with respect to one x; name it with --x (found {', '.join(run.xs)})"

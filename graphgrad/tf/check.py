@@ -33,6 +33,7 @@ from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
 from ..graph.functions import first_names, function_bodies, function_calls, functions_run
 from ..graph.hints import close_names
+from ..graph.tensors import placeholder_shape, shape_mismatch, unknown_tensor
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
 from ..names import ATTR, CALL_OPS, CUSTOM_GRADIENT, FUNCTIONAL_OPS, NAMESPACE, VALUE_INDEPENDENT
 from .effects import effects_in
@@ -85,6 +86,7 @@ class Gradient:
     status: str
     norm: float | None = None
     error: str | None = None
+    why: str | None = None  # why a gradient that ran is not usable (an empty y)
 
 
 @dataclass(frozen=True)
@@ -157,12 +159,18 @@ class Run:
 
 
 def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None, checkpoint: str | None,
-                allow_effects: bool, command: str = "check", fed: Iterable[str] = ()) -> Run:
+                allow_effects: bool, command: str = "check", feeds: dict | None = None,
+                fed_are_not_x: bool = False) -> Run:
     """Load ``model`` and find x and y as ``check`` does (signature names taken;
     without y, the one floating-point output; without xs, the floating-point
-    placeholders y depends on, but those named in ``fed``), refusing ops with
-    effects outside the graph on the path unless ``allow_effects``."""
+    placeholders y depends on, but those given in ``feeds`` if ``fed_are_not_x``),
+    refusing ops with effects outside the graph on the path unless
+    ``allow_effects``. Names and ``feeds`` (name -> value text) that do not fit the
+    file are refused before TensorFlow is imported."""
     chosen = _tag_set(model, tags)
+    feeds = feeds or {}
+    refuse_unknown_names(model, chosen, xs, y, feeds)
+    refuse_misshapen_feeds(model, chosen, {name: _value(text) for name, text in feeds.items()})
     prefix = checkpoint or _checkpoint_beside(model)
     graph, session, unresolved, routed = _load(model, chosen, prefix, allow_effects, command)
     named = _signature_names(model, chosen)  # signature input and output names, to their tensors
@@ -177,7 +185,7 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
                 f"--y {run.y} is {run.y_tensor.dtype.name}: {command} differentiates a floating-point tensor"
                 + _signatures(model, chosen)
             )
-        given = {name.removesuffix(":0") for name in fed}
+        given = {name.removesuffix(":0") for name in feeds} if fed_are_not_x else set()
         run.xs = [named.get(x, x) for x in xs] or [x for x in _float_placeholders(run.y_tensor) if x not in given]
         run.x_tensors = [_stood_in(run, _tensor(graph, x), stand_ins) for x in run.xs]
         effects = effects_in([op.node_def for op in _ancestors([run.y_tensor] + run.x_tensors)],
@@ -188,6 +196,33 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
             f"({first_names(sorted(effects))}); to run it anyway, add --allow-effects"
         )
     return run
+
+
+def refuse_unknown_names(model: Model, tags: list | None, xs: Sequence[str], y: str | None,
+                         fed: Iterable[str] = ()) -> None:
+    """Refuse, from the file alone (before TensorFlow is imported), an ``--x``,
+    ``--y`` or ``--feed`` name that names no tensor of the graph to load; signature
+    names count as the tensors they stand for."""
+    named = _signature_names(model, tags)
+    nodes = {node.name: node for node in _graph_def(model, tags).node}
+    asked: list[tuple[str, str]] = [("--y", y)] if y else []
+    asked += [("--x", x) for x in xs] + [("--feed", name) for name in fed]
+    for option, name in asked:
+        wrong = unknown_tensor(nodes, named.get(name, name))
+        if wrong:
+            raise CheckUsageError(f"{option} {name}: {wrong}")
+
+
+def refuse_misshapen_feeds(model: Model, tags: list | None, values: dict) -> None:
+    """Refuse a feed (name -> array) whose shape the placeholder it feeds does not
+    take, naming the shape it wants (from the file, before anything runs)."""
+    nodes = {node.name: node for node in _graph_def(model, tags).node}
+    for name, value in values.items():
+        node = nodes.get(name.removesuffix(":0"))
+        wanted = placeholder_shape(node) if node is not None else None
+        if node is not None and wanted is not None and shape_mismatch(wanted, value.shape):
+            raise CheckUsageError(f"--feed {name} has shape {list(value.shape)}, and {node.name} takes "
+                                  f"{wanted} (None: any size)")
 
 
 def _stand_ins(graph) -> dict:
@@ -242,7 +277,7 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
     A run that takes over ``timeout`` seconds is stopped and reported. ``shapes``
     (placeholder name -> dimensions) sets the shape of random feeds."""
     model = read_model(path, kind)
-    run = prepare_run(model, xs, y, tags, checkpoint, allow_effects)
+    run = prepare_run(model, xs, y, tags, checkpoint, allow_effects, feeds=feeds)
     chosen, prefix, graph, session, unresolved, routed = (run.tags, run.checkpoint, run.graph, run.session,
                                                           run.unresolved, run.routed)
     y, xs, y_tensor, x_tensors = run.y, run.xs, run.y_tensor, run.x_tensors
@@ -821,12 +856,14 @@ def training_flags(session: Any, graph: Any, defaults: list) -> list[str]:
     return [op.name for op, value in zip(flags, values) if np.all(value)]
 
 
-def _value(text: str, dtype):
+def _value(text: str, dtype=None):
+    """A ``--feed`` value as an array (of ``dtype``, where given)."""
     import numpy as np
 
     if text.endswith(".npy"):
         try:
-            return np.load(text, allow_pickle=False).astype(dtype)
+            array = np.load(text, allow_pickle=False)
+            return array if dtype is None else array.astype(dtype)
         except (OSError, ValueError) as error:
             raise GraphgradError(f"cannot load {text}: {error}") from None
     try:
@@ -862,7 +899,7 @@ def _gradient(session, name, x, y, feed, timeout: float = DEFAULT_TIMEOUT) -> Gr
             if grad is None:
                 return Gradient(name, connected, "none")
             options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
-            value = session.run(tf.convert_to_tensor(grad), feed, options=options)
+            value, y_value = session.run([tf.convert_to_tensor(grad), y], feed, options=options)
         except tf.errors.DeadlineExceededError:
             return Gradient(name, connected, "error", error=(
                 f"the run took over {timeout:g} s and was stopped; give it longer with --timeout SECONDS"))
@@ -882,6 +919,11 @@ def _gradient(session, name, x, y, feed, timeout: float = DEFAULT_TIMEOUT) -> Gr
     if not np.all(np.isfinite(value)):
         return Gradient(name, connected, "nan", float("nan"))
     norm = float(np.linalg.norm(value))
+    if np.size(y_value) == 0:  # a detector that found nothing: no entry to differentiate
+        return Gradient(name, connected, "zero", norm, why=(
+            f"y has no entries for this input (shape {list(np.shape(y_value))}), so there is nothing to "
+            "differentiate; feed an input for which the model outputs something (a detector needs an image with "
+            "something to detect: --feed NAME=FILE.npy)"))
     return Gradient(name, connected, "zero" if norm == 0 else "finite", norm)
 
 
