@@ -34,6 +34,10 @@ class SelectionError(GraphgradError):
     """A rule selects nothing, or rules contradict each other or the graph."""
 
 
+class NothingSelectedError(SelectionError):
+    """A rule selects no node of a model (``--allow-missing`` passes over such models)."""
+
+
 class RuleSyntaxError(SelectionError, UsageError):
     """A rule is not spelt ``KEY=GRADIENT``."""
 

@@ -398,3 +398,54 @@ def test_files_failing_for_one_cause_share_one_line(tmp_path):
     shutil.copy(fixture("binary_net.pb"), tmp_path / "good.pb")
     result = run_cli("rewrite", tmp_path, "--op", "Sign=ste", "--dry-run", expect=1)
     assert result.stderr.count("\n") == 1 and "3 files like this one:" in result.stderr
+
+
+def test_outputs_that_cannot_be_written_for_one_cause_share_one_line_and_no_rows(tmp_path):
+    """Each file's message names its own output; the cause is one: one line with the
+    count and the first file, and the table lists only the files that did not fail."""
+    zoo, out = tmp_path / "zoo", tmp_path / "out"
+    zoo.mkdir()
+    for index in range(40):
+        shutil.copy(fixture("binary_net.pb"), zoo / f"model_{index:02d}.pb")
+        (out / f"model_{index:02d}.pb").mkdir(parents=True)  # a folder where the output should go
+    result = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--out-dir", out, expect=1)
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("graphgrad: error: 40 files like this one:")
+    assert f"{out / 'model_00.pb'}" in result.stderr
+    assert result.stdout.splitlines() == ["40 files: 40 errors"]
+
+
+def test_a_rule_that_selects_nothing_in_some_models_of_a_batch_suggests_allow_missing(tmp_path):
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    shutil.copy(fixture("binary_net.pb"), zoo / "binary.pb")
+    shutil.copy(fixture("dense_net.pb"), zoo / "dense.pb")
+    result = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--dry-run", expect=1)
+    assert "no node has op type 'Sign'; to pass over the models that have none, add --allow-missing" in result.stderr
+    run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--dry-run", "--allow-missing")
+    alone = run_cli("rewrite", zoo / "dense.pb", "--op", "Sign=ste", "--dry-run", expect=1)
+    assert "--allow-missing" not in alone.stderr
+
+
+def test_a_failed_batch_leaves_no_out_dir_it_made_and_keeps_one_that_was_there(tmp_path):
+    zoo = tmp_path / "zoo"
+    (zoo / "deep").mkdir(parents=True)
+    shutil.copy(fixture("dense_net.pb"), zoo / "deep" / "dense.pb")
+    shutil.copy(fixture("dense_net.pb"), zoo / "dense.pb")
+    run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--out-dir", tmp_path / "new" / "out", expect=1)
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--out-dir", tmp_path / "kept", expect=1)
+    assert (tmp_path / "kept").is_dir() and not list((tmp_path / "kept").iterdir())
+
+
+def test_a_batch_table_fits_100_columns_with_long_names_shortened_in_the_middle(tmp_path):
+    zoo = tmp_path / "zoo"
+    deep = zoo / ("a_folder_with_a_long_name_" * 3) / "and_another"
+    deep.mkdir(parents=True)
+    shutil.copy(fixture("binary_net.pb"), deep / "a_model_whose_name_is_as_long_as_its_history.pb")
+    shutil.copy(fixture("binary_net.pb"), zoo / "short.pb")
+    result = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--dry-run")
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= 100
+    [long_row] = [line for line in lines if "..." in line]
+    assert long_row.startswith(str(zoo)[:20]) and "history.pb" in long_row and "would change" in long_row

@@ -13,11 +13,18 @@ import click
 from . import exits
 
 
-def table(rows: Sequence[Sequence], indent: str = "  ") -> str:
-    """Rows of cells as left-aligned columns (numbers right-aligned)."""
+TABLE_WIDTH = 100  # the columns a batch's table fits in
+
+
+def table(rows: Sequence[Sequence], indent: str = "  ", width: int | None = None) -> str:
+    """Rows of cells as left-aligned columns (numbers right-aligned). With ``width``,
+    the first column's long cells are shortened in the middle so that lines fit
+    (the other columns' cells are cut at the end)."""
     rows = [[str(cell) for cell in row] for row in rows]
     if not rows:
         return ""
+    if width:
+        rows = _fitted(rows, width - len(indent))
     widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(map(len, rows)))]
     lines = []
     for row in rows:
@@ -27,6 +34,31 @@ def table(rows: Sequence[Sequence], indent: str = "  ") -> str:
         ]
         lines.append((indent + "  ".join(cells)).rstrip())
     return "\n".join(lines)
+
+
+def _fitted(rows: list, width: int) -> list:
+    """``rows`` whose lines fit ``width``: the first column gets what the others
+    leave (at least a third), shortened in the middle; the last is cut at the end."""
+    others = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(1, max(map(len, rows)))]
+    first = max(width // 3, width - sum(others) - 2 * len(others))
+    fitted = []
+    for row in rows:
+        row = [shortened(row[0], first)] + row[1:]
+        line = sum(map(len, row)) + 2 * (len(row) - 1)
+        if line > width and len(row) > 1:
+            row[-1] = shortened(row[-1], max(8, len(row[-1]) - (line - width)), middle=False)
+        fitted.append(row)
+    return fitted
+
+
+def shortened(text: str, width: int, middle: bool = True) -> str:
+    """``text`` in at most ``width`` characters: its middle (or its end) replaced by "..."."""
+    if len(text) <= width:
+        return text
+    if not middle:
+        return text[:width - 3] + "..."
+    head = (width - 3 + 1) // 2
+    return text[:head] + "..." + text[len(text) - (width - 3 - head):]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -98,11 +130,12 @@ def render_change_results(results: Sequence, render_report: Callable, summarize_
 
 
 def _render_table(results, summarize_report, notes_of) -> None:
+    """A row per file that did not fail (the failures are said once per cause
+    below), then the counts, the notes and the causes."""
     rows = [["file", "status", "changes"]]
-    for result in results:
-        detail = result.error if result.error else summarize_report(result.report)
-        rows.append([result.input, result.status, detail])
-    click.echo(table(rows, indent=""))
+    rows += [[result.input, result.status, summarize_report(result.report)] for result in results if not result.error]
+    if len(rows) > 1:
+        click.echo(table(rows, indent="", width=TABLE_WIDTH))
     counts: dict = {}
     for result in results:
         counts[result.status] = counts.get(result.status, 0) + 1
@@ -119,10 +152,16 @@ def _render_errors(failed) -> None:
     own path) share it, with their count."""
     by_cause: dict = {}
     for result in failed:
-        by_cause.setdefault(result.error.replace(result.input, "\0"), []).append(result.input)
-    for cause, inputs in by_cause.items():
-        message = cause.replace("\0", inputs[0])
-        error(message if len(inputs) == 1 else f"{len(inputs)} files like this one: {message}")
+        cause = result.error.replace(result.input, "\0")
+        if result.output:  # each file's own output, or its folder, in a message of one cause
+            cause = cause.replace(result.output, "\1").replace(os.path.dirname(result.output) or "\1", "\2")
+        by_cause.setdefault(cause, []).append(result)
+    for cause, results in by_cause.items():
+        first = results[0]
+        message = cause.replace("\0", first.input)
+        if first.output:
+            message = message.replace("\1", first.output).replace("\2", os.path.dirname(first.output))
+        error(message if len(results) == 1 else f"{len(results)} files like this one: {message}")
 
 
 def _render_notes(results, notes_of) -> None:

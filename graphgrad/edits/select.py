@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from ..errors import RuleSyntaxError, SelectionError, SpecError
+from ..errors import NothingSelectedError, RuleSyntaxError, SelectionError, SpecError
 from ..gradients.spec import GradientSpec, parse_spec
 from ..graph.hints import close_names
 from ..names import CUSTOM_GRADIENT
@@ -257,7 +257,7 @@ def _unused(rules, counts, counts_in_scope, allow_missing, nodes) -> list:
         if count and not in_scope_count
     ]
     if misses and not allow_missing:
-        raise SelectionError("; ".join(misses))
+        raise NothingSelectedError("; ".join(misses))
     return notes + misses
 
 

@@ -796,6 +796,26 @@ def make_parent_directories(path: str) -> None:
     make_directory(os.path.dirname(os.path.abspath(path)))
 
 
+def first_missing(directory: str) -> str | None:
+    """The outermost of ``directory`` and its parents that does not exist (what
+    creating it would create first), or None where it exists."""
+    missing = None
+    path = os.path.abspath(directory)
+    while not os.path.lexists(path):
+        missing, path = path, os.path.dirname(path)
+    return missing
+
+
+def remove_empty_directories(root: str) -> None:
+    """Remove ``root`` and the folders below it that hold nothing, deepest first
+    (never a file, and never a link's target)."""
+    for folder, _, _ in sorted(os.walk(root), key=lambda entry: -entry[0].count(os.sep)):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
 def make_directory(directory: str) -> None:
     """Create ``directory`` and its parents, unless they exist."""
     try:

@@ -15,14 +15,16 @@ from typing import Any, Protocol
 from ..edits.fast import graphdef_file_bodies, rewrite_graphdef_file
 from ..edits.rewrite import RewriteOptions, RewriteReport, rewrite_model
 from ..edits.stored import open_for_edits
-from ..errors import GraphgradError, ModelWriteError, UsageError
+from ..errors import GraphgradError, ModelWriteError, NothingSelectedError, UsageError
 from ..files.io import (
     SourceFile,
     backup_file,
+    first_missing,
     make_directory,
     make_parent_directories,
     model_from_bytes,
     read_model,
+    remove_empty_directories,
     same_model,
     write_chunks,
     write_model,
@@ -286,15 +288,21 @@ def _batch(paths, output: OutputOptions, batch: BatchOptions, work, progress) ->
     """Plan, then run ``work`` on every item. ``progress(count)``, if given, is a
     context manager yielding a per-item callback (or None)."""
     items, problems = plan(paths, batch)
-    if batch.out_dir and items and not output.dry_run:
-        make_directory(batch.out_dir)  # one error for an unusable --out-dir, not one per file
     if output.out and len(items) + len(problems) > 1:
         raise UsageError(
             f"-o names one output, but {len(items) + len(problems)} models were given; use --out-dir or --in-place"
         )
+    created = None
+    if batch.out_dir and items and not output.dry_run:
+        created = first_missing(batch.out_dir)
+        make_directory(batch.out_dir)  # one error for an unusable --out-dir, not one per file
     sweep(items, output)
-    with progress(len(items)) if progress else nullcontext() as tick:
-        results = run(items, work, batch, tick)
+    try:
+        with progress(len(items)) if progress else nullcontext() as tick:
+            results = run(items, work, batch, tick)
+    finally:
+        if created:  # what this command made and left empty (every file failed): gone
+            remove_empty_directories(created)
     results = [
         result or FileResult(input=item.path, error=f"{item.path}: the worker process died before finishing it")
         for item, result in zip(items, results)
@@ -306,6 +314,9 @@ def _guarded(item: Item, process) -> FileResult:
     """Run one file's work; its failure becomes its result, never the batch's."""
     try:
         return process()
+    except NothingSelectedError as error:
+        skip = "; to pass over the models that have none, add --allow-missing" if item.in_batch else ""
+        return FileResult(input=item.path, output=item.out, error=_with_path(item.path, error) + skip)
     except GraphgradError as error:
         return FileResult(input=item.path, output=item.out, error=_with_path(item.path, error))
     except (RecursionError, MemoryError, OSError) as error:

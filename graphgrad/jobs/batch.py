@@ -35,6 +35,7 @@ class Item:
 
     path: str
     out: str | None = None
+    in_batch: bool = False  # one of several models: a failure that others may not share says how to pass over it
 
 
 def plan(paths: Sequence[str], batch: BatchOptions) -> tuple[list[Item], list[tuple[str, str]]]:
@@ -67,6 +68,8 @@ def plan(paths: Sequence[str], batch: BatchOptions) -> tuple[list[Item], list[tu
                     continue
                 seen_outputs[out] = model
             items.append(Item(model, out))
+    if len(items) > 1:
+        items = [replace(item, in_batch=True) for item in items]
     return items, problems
 
 
