@@ -449,3 +449,25 @@ def test_a_batch_table_fits_100_columns_with_long_names_shortened_in_the_middle(
     assert max(map(len, lines)) <= 100
     [long_row] = [line for line in lines if "..." in line]
     assert long_row.startswith(str(zoo)[:20]) and "history.pb" in long_row and "would change" in long_row
+
+
+def test_the_batch_examples_of_the_docs_print_what_they_show(zoo, tmp_path, monkeypatch):
+    """docs/batches.md's walk over its zoo, pasted into bash as written: what each
+    command prints (stdout, then stderr) is what the page shows."""
+    from test_readme import page_examples, shell_words
+
+    (zoo / "team_b" / "README.txt").unlink()
+    (zoo / "team_b" / "broken.pb").write_bytes(b"not a graph")
+    page = open(os.path.join(os.path.dirname(fixture("")), "..", "docs", "batches.md")).read()
+    rules = re.search(r"```toml\n(.*?)```", page, re.S)[1]
+    (tmp_path / "rules.toml").write_text("\n".join(line.strip() for line in rules.splitlines()))
+    monkeypatch.chdir(tmp_path)
+    examples = [(command, shown) for command, shown in page_examples("docs/batches.md", zoo=True)]
+    assert len(examples) >= 3
+    for command, shown in examples:
+        from click.testing import CliRunner
+
+        from graphgrad.cli import main
+
+        result = CliRunner().invoke(main, shell_words("bash", command), catch_exceptions=False)
+        assert (result.stdout + result.stderr).strip("\n") == shown, command

@@ -1,6 +1,6 @@
 """The examples of the README and of the reference in docs/, run as written (in this
 checkout, their /tmp files in a scratch folder): each prints what the page shows.
-The batch examples over a zoo/ folder are checked in test_batch."""
+The batch examples over a zoo/ folder are run in test_batch, on a zoo it builds."""
 
 import difflib
 import os
@@ -28,7 +28,9 @@ def examples() -> list:
     return [example for page in PAGES for example in page_examples(page)]
 
 
-def page_examples(page: str) -> list:
+def page_examples(page: str, zoo: bool = False) -> list:
+    """``(command, output)`` of a page's ``$ graphgrad`` examples: those over its
+    zoo/ folder if ``zoo`` (tests/test_batch.py builds one), else the others."""
     with open(os.path.join(ROOT, page)) as stream:
         lines = stream.read().splitlines()
     blocks, current = [], None
@@ -45,7 +47,7 @@ def page_examples(page: str) -> list:
     for block in blocks:
         for segment in re.split(r"(?m)^(?=\$ )", block):
             command, _, output = segment.partition("\n")
-            if command.startswith("$ graphgrad ") and " zoo" not in command:
+            if command.startswith("$ graphgrad ") and (" zoo" in command) == zoo:
                 found.append((command.removeprefix("$ graphgrad "), output.strip("\n")))
     return found
 
