@@ -471,7 +471,7 @@ def test_check_hides_tensorflows_log_lines_unless_verbose(capfd):
     import subprocess
     import sys
 
-    from graphgrad.cli.check import native_stderr_shown
+    from graphgrad.cli.render import native_stderr_shown
 
     command = [sys.executable, "-m", "graphgrad", "check", fixture("binary_net.pb")]
     env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
@@ -777,3 +777,19 @@ def test_an_empty_y_is_named_as_such(tmp_path):
     assert report["gradients"][0]["status"] == "zero"
     assert report["gradients"][0]["why"].startswith("y has no entries for this input (shape [0])")
     assert "y has no entries for this input" in run_cli("check", path, "--x", "x", "--y", "y", expect=1).stdout
+
+
+def test_ops_grad_status_hides_what_tensorflow_writes_to_stderr():
+    """Whatever TensorFlow's C++ side writes while it answers (here, a line written to
+    file descriptor 2 in its place) is hidden, as check hides it; --debug shows it."""
+    import subprocess
+    import sys
+
+    script = ("import os, sys\nimport graphgrad.tf.check as check\nreal = check.gradient_status\n"
+              "def noisy(types):\n    os.write(2, b'I0000 cpu_feature_guard\\n')\n    return real(types)\n"
+              "check.gradient_status = noisy\nfrom graphgrad.cli import main\nmain(sys.argv[1:])\n")
+    for extra, shown in (([], False), (["--debug"], True)):
+        result = subprocess.run([sys.executable, "-c", script, "ops", fixture("binary_net.pb"), "--grad-status",
+                                 *extra], capture_output=True, text=True)
+        assert result.returncode == 0 and "Sign" in result.stdout
+        assert ("cpu_feature_guard" in result.stderr) == shown

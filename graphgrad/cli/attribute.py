@@ -7,7 +7,7 @@ import click
 from ..errors import UsageError
 from ..files.io import read_small_file, write_chunks
 from . import options
-from .render import echo_json, table
+from .render import echo_json, table, tensorflow_quiet
 
 INPUT_LIMIT = 1 << 31  # bytes of an .npy input or baseline: protobuf's own limit on a graph
 
@@ -55,7 +55,6 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
       graphgrad attribute model.pb --method deeplift --input rows.npy --baseline mean.npy -o relevance.npy
     """
     from ..tf.attribute import AttributeOptions, attribute_model, parse_method
-    from .check import native_stderr_shown  # TensorFlow's own log lines, hidden as check hides them
 
     if not out.endswith(".npy"):
         raise UsageError(f"-o {out}: attributions are written as .npy; name a file ending in .npy")
@@ -66,7 +65,7 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
     reference = None if baseline == "zero" else _load_array(baseline, "--baseline")
     attribute_options = AttributeOptions(method, x, y, target, allow_uncovered, allow_effects, kind, tags, checkpoint,
                                          feeds, timeout)
-    with native_stderr_shown(click.get_current_context().meta.get("graphgrad.debug", False)):
+    with tensorflow_quiet():
         attributions, report = attribute_model(model, inputs, reference, attribute_options)
     picture = None
     if image:  # drawn before anything is written: a refusal leaves no output

@@ -1,17 +1,13 @@
 """graphgrad check: verify and explain the gradients of a graph file (needs TensorFlow)."""
 
-import contextlib
-import os
 import sys
-import tempfile
-from collections.abc import Iterator
 
 import click
 
 from ..graph.functions import first_names
 from ..tf.check import check_model
 from . import exits, options
-from .render import echo_json, table
+from .render import echo_json, table, tensorflow_quiet
 
 
 # The most names a one-line list shows, and the most lines a list of nodes takes:
@@ -59,7 +55,6 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
     y has a --target); 1 otherwise; 2 for usage errors such as unknown tensor
     names.
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     feed_shapes = {}
     for text in shapes:
         name, separator, dims = text.partition("=")
@@ -69,7 +64,7 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
             separator = ""
         if not separator or any(d < 0 for d in feed_shapes.get(name.removesuffix(":0"), [])):
             raise click.UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with whole numbers, e.g. x=1,224,224,3")
-    with native_stderr_shown(verbose or click.get_current_context().meta.get("graphgrad.debug", False)):
+    with tensorflow_quiet(verbose):
         report = check_model(model, xs, y, feeds, batch, seed, kind, tags, target, allow_effects, checkpoint,
                              timeout, feed_shapes)
     if as_json:
@@ -77,27 +72,6 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
     else:
         _render(report)
     sys.exit(exits.for_outcome(report.ok))
-
-
-@contextlib.contextmanager
-def native_stderr_shown(show: bool) -> Iterator[None]:
-    """Hide what TensorFlow's C++ side writes to stderr while the block runs (absl's
-    pre-init warning, oneDNN and CPU-feature notices, grappler lines: they ignore
-    TF_CPP_MIN_LOG_LEVEL), or pass it through when ``show``. Python's own errors are
-    printed after the block, so they are never hidden."""
-    if show:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def _render(report) -> None:

@@ -7,7 +7,7 @@ from ..graph.functions import first_names, unrouted_calls_note
 from ..graph.model import KIND_NAMES
 from ..jobs.api import summarize_files
 from . import options
-from .render import echo_json, error, in_graph, table, to_jsonable
+from .render import echo_json, error, in_graph, table, tensorflow_quiet, to_jsonable
 
 LISTED_OVERRIDES = 20
 LISTED_ENDS = 5
@@ -46,12 +46,10 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
 
 
 def _grad_status(summary) -> dict:
-    import os
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from ..tf.check import gradient_status
 
-    return gradient_status([count.op_type for count in summary.op_types])
+    with tensorflow_quiet():
+        return gradient_status([count.op_type for count in summary.op_types])
 
 
 def _render(summary, status=None) -> str:

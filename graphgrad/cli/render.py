@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -179,6 +180,39 @@ def _render_notes(results, notes_of) -> None:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+@contextlib.contextmanager
+def native_stderr_shown(show: bool) -> Iterator[None]:
+    """Hide what TensorFlow's C++ side writes to stderr while the block runs (absl's
+    pre-init warning, oneDNN and CPU-feature notices, grappler lines: they ignore
+    TF_CPP_MIN_LOG_LEVEL), or pass it through when ``show``. Python's own errors are
+    printed after the block, so they are never hidden."""
+    if show:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+@contextlib.contextmanager
+def tensorflow_quiet(verbose: bool = False) -> Iterator[None]:
+    """TensorFlow's own log lines hidden while the block runs (its C++ log level at
+    2 unless the caller set one, and what ignores that level), unless ``verbose`` or
+    ``--debug``; for every command that imports TensorFlow."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    context = click.get_current_context(silent=True)
+    debug = bool(context and context.find_root().meta.get("graphgrad.debug", False))
+    with native_stderr_shown(verbose or debug):
+        yield
 
 
 @contextlib.contextmanager
