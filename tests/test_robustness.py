@@ -107,3 +107,83 @@ def read_model_bytes(graph_def):
     from graphgrad.graph.model import Model
 
     return Model(graph_def, "graphdef", "binary")
+
+
+def test_the_temporary_of_a_zombie_writer_is_swept(tmp_path):
+    """A killed batch's workers stay zombies until something reaps them (in a container,
+    maybe never): their temporaries hold no lock, and the next run removes them."""
+    from graphgrad.files.io import TEMP_SUFFIX, remove_stale_temporaries
+
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc here: only the lock tells a writer's state")
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while open(f"/proc/{child.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child never exited"
+        time.sleep(0.01)
+    try:
+        temporary = tmp_path / f".m0.pb.{child.pid}.abc123{TEMP_SUFFIX}"
+        temporary.write_bytes(b"half a graph")
+        remove_stale_temporaries(str(tmp_path))
+        assert not temporary.exists()
+    finally:
+        child.wait()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_workers_end_when_the_batch_they_work_for_is_killed(tmp_path):
+    """SIGKILL to the main process alone (a CI step's timeout): its workers end too, and
+    nothing holds the caller's stderr pipe open after it."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    data = chain_graph(60000).SerializeToString(deterministic=True)
+    folder = tmp_path / "zoo"
+    folder.mkdir()
+    for index in range(8):
+        (folder / f"m{index}.pb").write_bytes(data)
+    command = [sys.executable, "-m", "graphgrad", "rewrite", str(folder), "--op", "Sign=ste", "--in-place", "-j", "2"]
+    process = subprocess.Popen(command, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _children(process.pid)) < 2 and process.poll() is None:
+            assert time.monotonic() < deadline, "the batch started no workers"
+            time.sleep(0.02)
+        assert process.poll() is None, "the batch ended before it could be killed: give it more to do"
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        deadline = time.monotonic() + 20
+        while any(_running(worker) for worker in workers):
+            assert time.monotonic() < deadline, f"workers {workers} outlived their batch"
+            time.sleep(0.05)
+        import select
+
+        while True:  # to EOF: no process holds the pipe
+            ready = select.select([process.stderr], [], [], max(0.0, deadline - time.monotonic()))[0]
+            assert ready, "something still holds the batch's stderr"
+            if not os.read(process.stderr.fileno(), 65536):
+                break
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -575,13 +575,23 @@ def remove_stale_temporaries(directory: str, basename: str | None = None) -> Non
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs. A zombie (exited, not yet reaped: the workers of
+    a killed batch until something reaps them) holds no file and no lock: gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stream:
+            return stream.read().rpartition(b")")[2].split()[:1] == [b"Z"]
+    except OSError:  # no /proc: only the lock tells
+        return False
 
 
 def _copy_mode(existing: str, temporary: str) -> None:

@@ -93,9 +93,29 @@ def _mirror_base(argument: str) -> str | None:
     return None
 
 
-def _load_modules(paths) -> None:
+def _start_worker(parent: int | None, paths) -> None:
+    """Each worker: ends when the process that started it ends (a killed batch
+    leaves no worker running, holding its caller's pipes open), then imports the
+    user's gradient modules."""
+    _end_with_parent(parent)
     for path in paths:
         load_gradient_module(path)
+
+
+def _end_with_parent(parent: int | None) -> None:
+    """On Linux, ask the kernel to end this process when its parent ends
+    (PR_SET_PDEATHSIG); ``parent``: the pid it must still have, else it ends now."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent is not None and os.getppid() != parent:  # it ended before the request was made
+        os._exit(1)
 
 
 def run(items: Sequence[Item], work: Callable, batch: BatchOptions, progress: Callable | None = None) -> list:
@@ -111,9 +131,12 @@ def run(items: Sequence[Item], work: Callable, batch: BatchOptions, progress: Ca
     from concurrent.futures.process import BrokenProcessPool
 
     results = []
+    context = worker_context()
+    # forked workers are our children; a fork server's are its own (and it ends with us)
+    parent = os.getpid() if context is not None and context.get_start_method() == "fork" else None
     with ProcessPoolExecutor(
-        max_workers=batch.jobs, mp_context=worker_context(), initializer=_load_modules,
-        initargs=(batch.gradient_modules,),
+        max_workers=batch.jobs, mp_context=context, initializer=_start_worker,
+        initargs=(parent, batch.gradient_modules),
     ) as pool:
         try:
             chunk = max(1, len(items) // (batch.jobs * 8))  # fewer round trips for many small files
