@@ -155,3 +155,27 @@ def test_check_suggests_the_bypass_as_a_ready_command_and_it_works(tmp_path, nam
 def test_bypass_without_a_destination_names_the_ones_it_has():
     result = run_cli("bypass", fixture("quantized_classifier.pb"), "--from", "x:0", "--to", "dequantize:0", expect=2)
     assert "exactly one of -o OUT, --in-place, --dry-run" in result.stderr
+
+
+def test_a_bypass_to_a_tensor_of_unknown_shape_loads_and_differentiates(tmp_path):
+    """--to's shape is not in the file (not even its rank): the surrogate takes y's
+    shape at run time, so the graph loads in plain TensorFlow and the gradient
+    reaches x."""
+    from tf_helpers import gradients, tf, v1
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 4], name="x")
+        quantized = tf.cast(tf.cast(tf.round(x * 255.0), tf.uint8), tf.float32) / 255.0
+        shape = v1.placeholder_with_default(tf.constant([-1, 4]), None, name="shape")
+        tf.reshape(quantized, shape, name="region_out")
+        tf.reduce_sum(graph.get_tensor_by_name("region_out:0") * 2.0, name="y")
+    source, out = tmp_path / "defended.pb", tmp_path / "attackable.pb"
+    source.write_bytes(graph.as_graph_def().SerializeToString())
+    run_cli("bypass", source, "--from", "x", "--to", "region_out", "-o", out)
+    patched = tf.Graph()
+    with patched.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(out.read_bytes()), name="")
+        assert patched.get_tensor_by_name("region_out:0").shape.rank is None
+    [got] = gradients(patched, "y:0", "x:0", {"x:0": RNG.uniform(0, 1, (3, 4)).astype(np.float32)})
+    np.testing.assert_array_equal(got, np.full((3, 4), 2.0, np.float32))

@@ -464,6 +464,7 @@ def test_check_json_usage_error_is_one_document():
     assert document["exit_code"] == 2 and "nosuch" in document["error"]
 
 
+@pytest.mark.slow
 def test_check_hides_tensorflows_log_lines_unless_verbose(capfd):
     """What TensorFlow's C++ side writes to file descriptor 2 is hidden, and shown with
     -v (written here by hand: TensorFlow's own start-up lines come and go by machine)."""
@@ -779,6 +780,7 @@ def test_an_empty_y_is_named_as_such(tmp_path):
     assert "y has no entries for this input" in run_cli("check", path, "--x", "x", "--y", "y", expect=1).stdout
 
 
+@pytest.mark.slow
 def test_ops_grad_status_hides_what_tensorflow_writes_to_stderr():
     """Whatever TensorFlow's C++ side writes while it answers (here, a line written to
     file descriptor 2 in its place) is hidden, as check hides it; --debug shows it."""

@@ -281,6 +281,7 @@ print(tape.gradient(y, x).numpy().tolist())
 """
 
 
+@pytest.mark.slow  # a fresh process imports TensorFlow
 def test_graphgrad_save_keeps_the_overrides_for_a_fresh_process(tmp_path):
     import subprocess
     import sys

@@ -14,6 +14,8 @@ from tf_helpers import tf
 
 import graphgrad
 
+pytestmark = pytest.mark.slow  # real models, downloaded
+
 # Spotify's basic-pitch ships its note-transcription network as a Keras TF2 SavedModel:
 # 104 functions, Relu layers in nested call ops (Conv2D, FusedBatchNormV3, Sigmoid heads).
 BASIC_PITCH = ("basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp/")

@@ -18,9 +18,9 @@ from graphgrad import (
     write_model,
 )
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not os.path.isdir(REALGRAPHS), reason=f"real graph files not present at {REALGRAPHS}"
-)
+)]
 
 # Broken on purpose (SOURCES.md): malformed text, and a template with $0 placeholders.
 BROKEN = {

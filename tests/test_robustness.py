@@ -77,6 +77,7 @@ def test_edits_of_structure_refuse_two_nodes_of_one_name(tmp_path, reading, edit
     assert not (tmp_path / "out.pb").exists()
 
 
+@pytest.mark.slow
 def test_killed_workers_never_lose_an_original(tmp_path):
     """SIGKILL the whole batch at random moments: each file is old or new, never broken."""
     original = chain_graph(60000)
@@ -150,6 +151,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_workers_end_when_the_batch_they_work_for_is_killed(tmp_path):
     """SIGKILL to the main process alone (a CI step's timeout): its workers end too, and
     nothing holds the caller's stderr pipe open after it."""

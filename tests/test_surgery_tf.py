@@ -138,6 +138,7 @@ def test_embed_in_function_bodies(tmp_path):
     assert_close(forward(graph, "Identity:0", {"x:0": x, "flag:0": False}), [0.0, -2.0, -1.0])
 
 
+@pytest.mark.slow  # a fresh process imports TensorFlow
 def test_embedded_graph_needs_no_graphgrad_in_a_tf2_process(tmp_path):
     out = tmp_path / "embedded.pb"
     run_cli("rewrite", fixture("acceptance", "sign_sum.pb"), "--op", "Sign=QuantizeGrad", "--embed", "-o", out)
