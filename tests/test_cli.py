@@ -363,3 +363,21 @@ def test_version():
     import graphgrad
 
     assert run_cli("--version").stdout.strip() == f"graphgrad, version {graphgrad.__version__}"
+
+
+def test_an_unexpected_error_is_still_one_json_document(monkeypatch):
+    """A bug (any exception graphgrad did not raise on purpose) under --json: the
+    document a script reads, then the traceback for the report."""
+    from click.testing import CliRunner
+
+    import graphgrad.jobs.api as api
+    from graphgrad.cli import main
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(api, "summarize_files", broken)
+    monkeypatch.setattr("graphgrad.cli.ops.summarize_files", broken)
+    result = CliRunner().invoke(main, ["ops", fixture("binary_net.pb"), "--json"])
+    assert json.loads(result.stdout) == {"error": "internal error: RuntimeError: a bug", "exit_code": 1}
+    assert isinstance(result.exception, RuntimeError)

@@ -79,6 +79,11 @@ class GraphgradGroup(click.Group):
         except click.UsageError as failure:
             json_error(failure.format_message(), failure.exit_code)
             raise
+        except (click.exceptions.Exit, click.ClickException):
+            raise
+        except Exception as failure:  # a bug: --json still gets its one document, and the traceback is kept
+            json_error(f"internal error: {type(failure).__name__}: {failure}", exits.FAILURE)
+            raise
 
 
 @click.group(cls=GraphgradGroup, epilog=exits.HELP, context_settings={"help_option_names": ["-h", "--help"]})
