@@ -194,3 +194,88 @@ def test_a_checkpoint_that_lacks_a_variable_names_it(tmp_path):
             v1.train.Saver().save(session, str(tmp_path / "other.ckpt"))
     result = run_cli("check", path, "--checkpoint", tmp_path / "other.ckpt", expect=1)
     assert "holds no value for 1 of the graph's variables (w)" in result.stderr
+
+
+# -- reading files is an effect too ------------------------------------------------------
+
+def secret(tmp_path):
+    path = tmp_path / "secret.txt"
+    path.write_text("7.5 the-secret-bytes")
+    return path
+
+
+def graph_file(tmp_path, build):
+    graph = tf.Graph()
+    with graph.as_default():
+        build()
+    path = tmp_path / "g.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path
+
+
+def reads_through_a_number(path):
+    x = v1.placeholder(tf.float32, [3], name="x")
+    number = tf.strings.to_number(tf.io.read_file(str(path), name="read"))
+    tf.multiply(x, number, name="y")
+
+
+def reads_in_an_assert(path):
+    x = v1.placeholder(tf.float32, [3], name="x")
+    with tf.control_dependencies([tf.debugging.Assert(False, [tf.io.read_file(str(path), name="read")])]):
+        tf.identity(x * 2.0, name="y")
+
+
+def reads_a_text_dataset(path):
+    x = v1.placeholder(tf.float32, [3], name="x")
+    lines = tf.data.TextLineDataset(str(path))
+    length = lines.reduce(tf.constant(0.0), lambda total, line: total + tf.cast(tf.strings.length(line), tf.float32))
+    tf.multiply(x, length, name="y")
+
+
+def maps_a_file(path):
+    x = v1.placeholder(tf.float32, [3], name="x")
+    mapped = tf.raw_ops.ImmutableConst(dtype=tf.float32, shape=[3], memory_region_name=str(path))
+    tf.multiply(x, mapped, name="y")
+
+
+@pytest.mark.parametrize("build", [reads_through_a_number, reads_in_an_assert, reads_a_text_dataset, maps_a_file])
+@pytest.mark.parametrize("command", ["check", "attribute"])
+def test_a_graph_that_reads_files_is_refused_and_nothing_of_the_file_is_printed(tmp_path, build, command):
+    path = graph_file(tmp_path, lambda: build(secret(tmp_path)))
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.ones((3,), np.float32))
+    args = ["check", path, "--x", "x", "--y", "y"] if command == "check" else [
+        "attribute", path, "--method", "gradient", "--input", rows, "--x", "x", "--y", "y", "-o", tmp_path / "o.npy"]
+    result = run_cli(*args, expect=1)
+    assert "act outside it" in result.stderr and "--allow-effects" in result.stderr
+    assert "the-secret-bytes" not in result.stdout + result.stderr
+
+
+def test_with_allow_effects_tensorflows_errors_quote_no_values(tmp_path):
+    for build in (reads_through_a_number, reads_in_an_assert):
+        path = graph_file(tmp_path, lambda: build(secret(tmp_path)))
+        result = run_cli("check", path, "--x", "x", "--y", "y", "--allow-effects", expect=1)
+        assert "the-secret-bytes" not in result.stdout + result.stderr
+        assert "values not shown" in result.stdout
+
+
+def test_a_saved_models_own_vocabulary_asset_is_read_as_part_of_loading_it(tmp_path):
+    vocabulary = tmp_path / "vocab.txt"
+    vocabulary.write_text("a\nb\nc\n")
+    export = tmp_path / "exported"
+    graph = tf.Graph()
+    with graph.as_default(), v1.Session() as session:
+        x = v1.placeholder(tf.float32, [None, 3], name="x")
+        asset = tf.constant(str(vocabulary), name="vocabulary_path")
+        v1.add_to_collection(v1.GraphKeys.ASSET_FILEPATHS, asset)
+        table = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+            asset, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER), -1)
+        scale = tf.cast(table.lookup(tf.constant("c")), tf.float32)
+        y = tf.identity(x * scale, name="y")
+        builder = v1.saved_model.Builder(str(export))
+        builder.add_meta_graph_and_variables(
+            session, ["serve"], {"serving_default": v1.saved_model.predict_signature_def({"x": x}, {"y": y})},
+            assets_collection=v1.get_collection(v1.GraphKeys.ASSET_FILEPATHS), main_op=v1.tables_initializer())
+        builder.save()
+    report = json.loads(run_cli("check", export, "--json").stdout)
+    assert report["gradients"][0]["norm"] == pytest.approx(2 * np.sqrt(3))  # x * 2, 2 the line of "c"

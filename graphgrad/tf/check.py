@@ -188,7 +188,9 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
         given = {name.removesuffix(":0") for name in feeds} if fed_are_not_x else set()
         run.xs = [named.get(x, x) for x in xs] or [x for x in _float_placeholders(run.y_tensor) if x not in given]
         run.x_tensors = [_stood_in(run, _tensor(graph, x), stand_ins) for x in run.xs]
-        effects = effects_in([op.node_def for op in _ancestors([run.y_tensor] + run.x_tensors)],
+        # what runs: y's ancestors, cut where x and the --feed tensors are fed
+        fed = set(run.x_tensors) | {_tensor(graph, name) for name in feeds}
+        effects = effects_in([op.node_def for op in _ancestors([run.y_tensor], fed=fed)],
                              function_bodies(_graph_def(model, chosen)))
     if effects and not allow_effects:
         raise GraphgradError(
@@ -576,14 +578,21 @@ def _load(model: Model, tags: list | None, checkpoint: str | None = None, allow_
 _TF_NOISE = re.compile(r"(Graph execution error:|Detected at node .* defined at|File \"|\[\[|Traceback|Original stack)")
 
 
+# Messages that quote the values they failed on (an Assert's data, a string that did
+# not parse): cut where the values start, since they may be a file's bytes.
+_QUOTED_VALUES = re.compile(r"(assertion failed:|could not (?:correctly )?convert string|"
+                            r"StringToNumberOp could not)(.*)", re.IGNORECASE)
+
+
 def tensorflow_says(error: Exception, limit: int = 400) -> str:
     """TensorFlow's reason for ``error`` in one line: the node and what is wrong,
     without the header and the stack it embeds ("Graph execution error:" alone
-    says nothing)."""
+    says nothing), and without the tensor values some messages quote."""
     text = (getattr(error, "message", None) or str(error)).strip()
     lines = [line.strip() for line in text.splitlines()]
     # The first sentence of each line: the rest is TensorFlow's general advice.
-    kept = [line.split(". ")[0] for line in lines if line and not _TF_NOISE.match(line)]
+    kept = [_QUOTED_VALUES.sub(r"\1 [values not shown]", line.split(". ")[0])
+            for line in lines if line and not _TF_NOISE.match(line)]
     said = "; ".join(kept) or (lines[0] if lines else type(error).__name__)
     return said if len(said) <= limit else said[:limit - 3] + "..."
 
@@ -617,9 +626,26 @@ def _load_saved_model(tf, session, model: Model, tags: list | None, effects: _Lo
     saver, _ = loader.load_graph(session.graph, tags, clear_devices=True)
     init_op = saved_model_init_op(meta_graph_def)
     init = [init_op if hasattr(init_op, "type") else init_op.op] if init_op is not None else []
-    effects.refuse_what_loading_runs(_restore_op(session.graph, saver) + init, _restores_of(session.graph, saver))
+    # the model's own files: its checkpoint, and the vocabularies it ships as assets
+    assets = _asset_tensors(meta_graph_def)
+    own = _restores_of(session.graph, saver) | {
+        op for op in session.graph.get_operations()
+        if op.type.startswith("InitializeTableFromTextFile") and op.inputs[1].name in assets}
+    effects.refuse_what_loading_runs(_restore_op(session.graph, saver) + init, own)
     loader.restore_variables(session, saver)
     loader.run_init_ops(session, tags)
+
+
+def _asset_tensors(meta_graph_def) -> set:
+    """The tensors a SavedModel's loader feeds with the paths of its own asset files:
+    its ``asset_file_def``, and the ``saved_model_assets`` collection TF1's builder writes."""
+    from tensorflow.core.protobuf.meta_graph_pb2 import AssetFileDef
+
+    assets = {asset.tensor_info.name for asset in meta_graph_def.asset_file_def}
+    collection = meta_graph_def.collection_def.get("saved_model_assets")
+    for packed in collection.any_list.value if collection is not None else []:
+        assets.add(AssetFileDef.FromString(packed.value).tensor_info.name)
+    return assets
 
 
 def _meta_graph(model: Model, tags: list | None):

@@ -9,10 +9,26 @@ from collections.abc import Iterable
 
 from ..graph.functions import functions_run
 
+# File reads and listings: what a graph reads from the file system ends up in its
+# outputs, or in TensorFlow's error messages, which a command prints. A file that
+# maps a constant (ImmutableConst) is a read too. Readers of TF1 input queues and
+# the file datasets read the files they are handed.
+READ_OPS = frozenset({
+    "ReadFile", "MatchingFiles", "MatchingFilesDataset", "ImmutableConst",
+    "TextLineDataset", "TextLineDatasetV2", "TFRecordDataset", "TFRecordDatasetV2", "FixedLengthRecordDataset",
+    "FixedLengthRecordDatasetV2", "ExperimentalCSVDataset", "CSVDataset", "CSVDatasetV2", "LoadDataset",
+    "ExperimentalLMDBDataset", "LMDBDataset", "SqlDataset", "ExperimentalSqlDataset",
+    "WholeFileReader", "WholeFileReaderV2", "TextLineReader", "TextLineReaderV2", "TFRecordReader",
+    "TFRecordReaderV2", "FixedLengthRecordReader", "FixedLengthRecordReaderV2", "IdentityReader",
+    "IdentityReaderV2", "LMDBReader", "ReaderRead", "ReaderReadV2", "ReaderReadUpTo", "ReaderReadUpToV2",
+    "InitializeTableFromTextFile", "InitializeTableFromTextFileV2", "DecodeProtoV2", "LoadAndRemapMatrix",
+    "GenerateVocabRemapping",
+})
+
 # File writes, checkpoint saves and restores (which read and write the file
 # system), summaries, dataset snapshots and saves, Python callbacks (which run
-# arbitrary code), debugger dumps and printing to files.
-EFFECT_OPS = frozenset({
+# arbitrary code), debugger dumps and printing to files; and the reads above.
+EFFECT_OPS = READ_OPS | frozenset({
     "WriteFile", "Save", "SaveV2", "SaveSlices", "MergeV2Checkpoints", "Restore", "RestoreV2", "RestoreSlice",
     "PyFunc", "PyFuncStateless", "EagerPyFunc",
     "WriteSummary", "WriteRawProtoSummary", "WriteScalarSummary", "WriteHistogramSummary", "WriteImageSummary",
