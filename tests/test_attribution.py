@@ -387,3 +387,31 @@ def test_a_transposed_3d_convolution_is_linear_and_needs_no_rule(tmp_path):
     assert report["uncovered"] == [] and report["rules"] == {"Tanh": "deeplift"}
     for check in report["completeness"]:
         assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)
+
+
+def _npy_with_header(path, header: dict, payload: bytes = b""):
+    """An .npy file with this header and payload, written by hand (as a hostile one would be)."""
+    text = repr(header).encode()
+    padding = (64 - (10 + len(text) + 1) % 64) % 64
+    path.write_bytes(b"\x93NUMPY\x01\x00" + (len(text) + padding + 1).to_bytes(2, "little") + text
+                     + b" " * padding + b"\n" + payload)
+    return path
+
+
+@pytest.mark.parametrize("header, payload, message", [
+    ({"descr": "<f4", "fortran_order": False, "shape": (10**12, 4)}, b"\0" * 16, "its header says shape"),
+    ({"descr": "<U3", "fortran_order": False, "shape": (2,)}, b"\0" * 24, "holds <U3 values; give numbers"),
+    ({"descr": "|S3", "fortran_order": False, "shape": (2,)}, b"\0" * 6, "holds |S3 values"),
+    ({"descr": [("a", "<f4")], "fortran_order": False, "shape": (2,)}, b"\0" * 8, "give numbers"),
+    ({"descr": "|V4", "fortran_order": False, "shape": (2,)}, b"\0" * 8, "holds |V4 values"),
+    ({"descr": "|O", "fortran_order": False, "shape": (2,)}, b"\0" * 16, "holds object values"),
+    ({"descr": "<f4", "fortran_order": False, "shape": (2, 4), "x": "y" * 20000}, b"", "not a usable .npy array"),
+])
+def test_hostile_npy_inputs_are_one_line_before_anything_is_allocated(tmp_path, header, payload, message):
+    path = _npy_with_header(tmp_path / "rows.npy", header, payload)
+    for args in (["attribute", fixture("classifier.pb"), "--method", "gradient", "--input", path, "--target", "0",
+                  "-o", tmp_path / "o.npy"],
+                 ["check", fixture("classifier.pb"), "--target", "0", "--feed", f"x={path}"]):
+        result = run_cli(*args, expect=2)
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.npy").exists()

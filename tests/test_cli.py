@@ -381,3 +381,21 @@ def test_an_unexpected_error_is_still_one_json_document(monkeypatch):
     result = CliRunner().invoke(main, ["ops", fixture("binary_net.pb"), "--json"])
     assert json.loads(result.stdout) == {"error": "internal error: RuntimeError: a bug", "exit_code": 1}
     assert isinstance(result.exception, RuntimeError)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("import sys\nsys.exit(0)\n", "it calls sys.exit(0) on import"),
+    ("class Odd(BaseException):\n    pass\nraise Odd('no')\n", "Odd: no"),
+])
+def test_a_gradients_module_that_exits_or_raises_anything_is_one_line(tmp_path, body, message):
+    module = tmp_path / "odd_grads.py"
+    module.write_text(body)
+    out = tmp_path / "out.pb"
+    result = run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "--gradients", module, "-o", out,
+                     expect=1)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_tensor_name_that_is_not_utf8_is_one_line():
+    result = run_cli("check", fixture("binary_net.pb"), "--x", "x\udcff", expect=2)
+    assert "no tensor" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -5,11 +5,11 @@ import io
 import click
 
 from ..errors import UsageError
-from ..files.io import read_small_file, write_chunks
+from ..files.arrays import load_array
+from ..files.io import write_chunks
 from . import options
 from .render import echo_json, table, tensorflow_quiet
 
-INPUT_LIMIT = 1 << 31  # bytes of an .npy input or baseline: protobuf's own limit on a graph
 
 
 @click.command("attribute")
@@ -61,8 +61,8 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
     _refuse_overwrites(model, {"--input": input_path, "--baseline": None if baseline == "zero" else baseline},
                        {"-o": out, "--image": image})
     method = parse_method(method_text)
-    inputs = _load_array(input_path, "--input")
-    reference = None if baseline == "zero" else _load_array(baseline, "--baseline")
+    inputs = load_array(input_path, "--input")
+    reference = None if baseline == "zero" else load_array(baseline, "--baseline")
     attribute_options = AttributeOptions(method, x, y, target, allow_uncovered, allow_effects, kind, tags, checkpoint,
                                          feeds, timeout)
     with tensorflow_quiet():
@@ -123,18 +123,6 @@ def _refuse_overwrites(model: str, inputs: dict, outputs: dict) -> None:
                 raise UsageError(f"{option} {path} would overwrite {other} {source}; write it elsewhere")
     if len({os.path.realpath(path) for path in given.values()}) < len(given):
         raise UsageError(f"-o and --image name one file, {given['-o']}: give each its own")
-
-
-def _load_array(path: str, what: str):
-    import numpy as np
-
-    data = read_small_file(path, INPUT_LIMIT, f"{what} file")
-    if not data.startswith(b"\x93NUMPY"):
-        raise UsageError(f"{what} {path} is not a .npy file (save the array with numpy.save)")
-    try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, EOFError) as error:
-        raise UsageError(f"{what} {path} is not a usable .npy array: {error}") from None
 
 
 def _save_array(path: str, array) -> None:

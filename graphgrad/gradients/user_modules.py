@@ -26,7 +26,14 @@ def load_gradient_module(path: str) -> ModuleType:
     except GraphgradError:
         del sys.modules[name]
         raise
-    except Exception as error:
+    except SystemExit as end:  # sys.exit() in a module would end the command, saying nothing
+        del sys.modules[name]
+        raise GraphgradError(f"cannot load gradients from {path}: it calls sys.exit({end.code!r}) on import; "
+                             "a gradients module only declares gradients") from None
+    except KeyboardInterrupt:
+        del sys.modules[name]
+        raise
+    except BaseException as error:  # noqa: BLE001  the user's code: whatever it raises is one line
         del sys.modules[name]
         raise GraphgradError(
             f"cannot load gradients from {path}: {type(error).__name__}: {error}"

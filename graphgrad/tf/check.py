@@ -28,6 +28,7 @@ from ..edits.summary import bodies_of, graph_ends
 from ..edits.surgery import ResetOptions, reset_model
 from ..edits.traps import SIGN, graphgrad_spec, scopes_of, sign_notes
 from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
+from ..files.arrays import load_array
 from ..files.io import read_model
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
@@ -887,11 +888,8 @@ def _value(text: str, dtype=None):
     import numpy as np
 
     if text.endswith(".npy"):
-        try:
-            array = np.load(text, allow_pickle=False)
-            return array if dtype is None else array.astype(dtype)
-        except (OSError, ValueError) as error:
-            raise GraphgradError(f"cannot load {text}: {error}") from None
+        array = load_array(text, "--feed")
+        return array if dtype is None else array.astype(dtype)
     try:
         return np.asarray(json.loads(text), dtype=dtype)
     except RecursionError:
