@@ -166,3 +166,20 @@ def test_calls_in_branches_and_loop_bodies_of_traced_graphs(tmp_path, name, body
     [call] = graph_calls_into_overrides(graph_def)
     assert call.startswith(body) and call.endswith("/PartitionedCall")
     assert calls_behind_branches(graph_def.node, function_bodies(graph_def)) == [call]
+
+
+def test_call_cycles_are_found_and_chains_are_not():
+    from graphgrad.graph.functions import call_cycle
+
+    def node(name, op, f=None):
+        made = NodeDef(name=name, op=op)
+        if f is not None:
+            made.attr["f"].func.name = f
+        return made
+
+    chain = {"a": [node("n", "b")], "b": [node("n", "c")], "c": [node("n", "Add")]}
+    assert call_cycle(chain) == []
+    assert call_cycle({**chain, "c": [node("n", "PartitionedCall", "a")]}) == ["a", "b", "c", "a"]
+    assert call_cycle({"f": [node("n", "f")]}) == ["f", "f"]
+    diamond = {"a": [node("n", "b"), node("m", "c")], "b": [node("n", "d")], "c": [node("n", "d")], "d": []}
+    assert call_cycle(diamond) == []

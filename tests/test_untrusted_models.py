@@ -279,3 +279,28 @@ def test_a_saved_models_own_vocabulary_asset_is_read_as_part_of_loading_it(tmp_p
         builder.save()
     report = json.loads(run_cli("check", export, "--json").stdout)
     assert report["gradients"][0]["norm"] == pytest.approx(2 * np.sqrt(3))  # x * 2, 2 the line of "c"
+
+
+def test_a_library_whose_functions_call_themselves_is_refused_before_tensorflow_sees_it(tmp_path):
+    """f -> g -> f: TensorFlow's importer recurses until the process dies (SIGSEGV)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        @tf.function
+        def inner(t):
+            return t * 2.0
+
+        x = v1.placeholder(tf.float32, [3], name="x")
+        tf.identity(inner(x), name="y")
+    graph_def = graph.as_graph_def()
+    [function] = graph_def.library.function
+    copy = graph_def.library.function.add()
+    copy.CopyFrom(function)
+    copy.signature.name = "g_loop"
+    for body, callee in ((function, "g_loop"), (copy, function.signature.name)):
+        call = body.node_def.add()
+        call.name, call.op = "again", "PartitionedCall"
+        call.attr["f"].func.name = callee
+    path = tmp_path / "recursive.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    result = run_cli("check", path, "--x", "x", "--y", "y", expect=1)
+    assert "its functions call themselves" in result.stderr and "g_loop" in result.stderr

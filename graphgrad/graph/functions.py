@@ -164,6 +164,34 @@ def function_bodies(graph_def: Any) -> dict:
     return {function.signature.name: function.node_def for function in graph_def.library.function}
 
 
+def call_cycle(bodies: dict) -> list[str]:
+    """A chain of functions that calls its own start (``[f, g, f]``), or [] where
+    the library holds none (TensorFlow's importer recurses on such a library until
+    the process crashes)."""
+    calls = {name: sorted(functions_run(nodes, bodies)) for name, nodes in bodies.items()}
+    done: set = set()
+    for start in sorted(calls):
+        if start in done:
+            continue
+        path, on_path, pending = [start], {start}, [iter(calls[start])]
+        while pending:
+            callee = next(pending[-1], None)
+            if callee is None:  # every call of the function on top looked at
+                finished = path.pop()
+                on_path.discard(finished)
+                done.add(finished)
+                pending.pop()
+                continue
+            if callee in on_path:
+                return path[path.index(callee):] + [callee]
+            if callee in done or callee not in calls:
+                continue
+            path.append(callee)
+            on_path.add(callee)
+            pending.append(iter(calls[callee]))
+    return []
+
+
 def graph_calls_into_overrides(graph_def: Any) -> list[str]:
     """:func:`calls_into_overrides` of a GraphDef."""
     return calls_into_overrides(graph_def.node, function_bodies(graph_def))

@@ -32,7 +32,7 @@ from ..files.arrays import load_array
 from ..files.io import read_model
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
-from ..graph.functions import first_names, function_bodies, function_calls, functions_run
+from ..graph.functions import call_cycle, first_names, function_bodies, function_calls, functions_run
 from ..graph.hints import close_names
 from ..graph.tensors import placeholder_shape, shape_mismatch, unknown_tensor
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, override_of, signatures_of
@@ -170,6 +170,12 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
     file are refused before TensorFlow is imported."""
     chosen = _tag_set(model, tags)
     feeds = feeds or {}
+    cycle = call_cycle(function_bodies(_graph_def(model, chosen)))
+    if cycle:
+        raise GraphgradError(
+            f"{model.path}: its functions call themselves ({' -> '.join(cycle)}), which TensorFlow cannot import "
+            "(it recurses until the process crashes); no model TensorFlow wrote holds such a library"
+        )
     refuse_unknown_names(model, chosen, xs, y, feeds)
     refuse_misshapen_feeds(model, chosen, {name: _value(text) for name, text in feeds.items()})
     prefix = checkpoint or _checkpoint_beside(model)
