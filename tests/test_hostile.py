@@ -240,3 +240,39 @@ def test_output_dash_is_refused_not_a_file_named_dash(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", "-", expect=2)
     assert "not to standard output" in result.stderr and not os.listdir(tmp_path)
+
+
+LONG = "m" * 247  # with ".pb", 250 bytes: a file name may have 255, and a temporary adds 29 or more
+
+
+def test_outputs_with_the_longest_names_are_written_and_leave_no_temporary(tmp_path):
+    out = tmp_path / f"{LONG}.pb"
+    run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", out)
+    in_place = tmp_path / "in_place"
+    in_place.mkdir()
+    shutil.copy(BINARY_NET, in_place / f"{LONG}.pb")
+    run_cli("rewrite", in_place / f"{LONG}.pb", "--op", "Sign=ste", "--in-place")
+    zoo, mirrored = tmp_path / "zoo", tmp_path / "mirrored"
+    zoo.mkdir()
+    shutil.copy(BINARY_NET, zoo / f"{LONG}.pb")
+    shutil.copy(BINARY_NET, zoo / "short.pb")
+    run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--out-dir", mirrored)
+    saved = tmp_path / "saved" / LONG
+    saved.parent.mkdir()
+    run_cli("rewrite", fixture("saved_model"), "--op", "Pack=select", "-o", saved)
+    run_cli("rewrite", fixture("saved_model"), "--op", "Pack=ste", "--force", "-o", saved)  # replaced: a swap
+    for folder in (tmp_path, in_place, mirrored, saved.parent):
+        assert not [name for name in os.listdir(folder) if "graphgrad-tmp" in name]
+    assert out.read_bytes() == (in_place / f"{LONG}.pb").read_bytes() == (mirrored / f"{LONG}.pb").read_bytes()
+
+
+def test_a_killed_writers_temporary_of_a_long_name_is_swept(tmp_path):
+    from conftest import dead_pid
+    from graphgrad.files.io import TEMP_SUFFIX, temporary_target
+
+    out = tmp_path / f"{LONG}.pb"
+    left = tmp_path / f".{temporary_target(out.name)}.{dead_pid()}.abcdefgh{TEMP_SUFFIX}"
+    left.write_bytes(b"half")
+    assert len(left.name) <= 255
+    run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", out)
+    assert not left.exists() and out.exists()

@@ -32,6 +32,11 @@ SAVED_MODEL_MEMBERS = ("variables", "assets", "assets.extra", "keras_metadata.pb
 PROTOBUF_LIMIT = 2**31 - 1
 TEMP_SUFFIX = ".graphgrad-tmp"
 # .TARGET.PID.RANDOM.graphgrad-tmp, as mkstemp/mkdtemp make them below (RANDOM has no dot)
+NAME_MAX = 255  # bytes of a file name on Linux's file systems
+# What a temporary adds to its target's name: ".", ".PID.", mkstemp's 8 characters,
+# the suffix and a swap's ".old" (a pid has at most 7 digits: pid_max is 2^22).
+_TEMPORARY_EXTRA = len(".") + len(".4194304.") + 8 + len(TEMP_SUFFIX) + len(".old")
+_SHORTENED = re.compile(r"~[0-9a-f]{16}\Z")
 _TEMPORARY = re.compile(r"\.(?P<target>.+)\.(?P<pid>\d+)\.[^.]+" + re.escape(TEMP_SUFFIX) + r"(\.old)?\Z", re.DOTALL)
 COPY_BLOCK = 1 << 20  # bytes per read where a range cannot be copied in the kernel
 MODEL_SUFFIXES = (".pb", ".pbtxt", ".meta")
@@ -418,7 +423,7 @@ def _atomic_write(path: str, data, source: SourceFile | None = None, durable: bo
         if sweep:
             remove_stale_temporaries(directory, os.path.basename(path))
         descriptor, temporary = tempfile.mkstemp(
-            prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=directory
+            prefix=f".{temporary_target(os.path.basename(path))}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=directory
         )
         _lock(descriptor)
     except OSError as error:
@@ -541,6 +546,17 @@ def _holds(path: str, chunks, source: SourceFile | None) -> bool:
     return True
 
 
+def temporary_target(name: str) -> str:
+    """``name`` as its temporaries carry it: itself, or where that would make their
+    names longer than a file name may be, its first 150 bytes and a digest of it."""
+    encoded = os.fsencode(name)
+    if len(encoded) + _TEMPORARY_EXTRA <= NAME_MAX:
+        return name
+    import hashlib
+
+    return os.fsdecode(encoded[:150]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
+
+
 def remove_stale_temporaries(directory: str, basename: str | None = None) -> None:
     """Remove the temporaries killed graphgrad processes left in ``directory``
     (only those for the target ``basename``, if given).
@@ -559,12 +575,15 @@ def remove_stale_temporaries(directory: str, basename: str | None = None) -> Non
         return
     for name in names:
         match = _TEMPORARY.match(name) if TEMP_SUFFIX in name else None  # the search first: it is cheap
-        if not (match and basename in (None, match["target"]) and not _alive(int(match["pid"]))):
+        if not (match and (basename is None or temporary_target(basename) == match["target"])
+                and not _alive(int(match["pid"]))):
             continue
         path = os.path.join(directory, name)
         if _held_by_a_writer(path):
             continue
         target = os.path.join(directory, match["target"])
+        if name.endswith(".old") and _SHORTENED.search(match["target"]):
+            continue  # the only copy, of a target whose whole name it does not carry: kept as it is
         if name.endswith(".old") and not os.path.lexists(target):
             try:
                 os.rename(path, target)
@@ -629,7 +648,7 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
         if sweep:
             remove_stale_temporaries(parent, os.path.basename(out_dir))
         staging = tempfile.mkdtemp(
-            prefix=f".{os.path.basename(out_dir)}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent
+            prefix=f".{temporary_target(os.path.basename(out_dir))}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent
         )
         staging_lock = os.open(staging, os.O_RDONLY)
         _lock(staging_lock)
