@@ -188,7 +188,7 @@ def test_a_heat_map_of_inputs_that_are_not_images_is_refused(tmp_path):
 
 def test_attribute_runs_the_graph_so_effects_outside_it_are_refused(tmp_path):
     result = run_cli("attribute", fixture("ops_mix.pb"), "--method", "gradient", "--x", "x", "--y", "out",
-                     "--input", fixture("classifier_rows.npy"), "-o", tmp_path / "a.npy", expect=1)
+                     "--input", _saved(tmp_path, np.ones(2, np.float32)), "-o", tmp_path / "a.npy", expect=1)
     assert "attribute runs the graph" in result.stderr and "py_identity (PyFunc)" in result.stderr
     assert "--allow-effects" in result.stderr and not (tmp_path / "a.npy").exists()
 

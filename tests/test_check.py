@@ -795,3 +795,19 @@ def test_ops_grad_status_hides_what_tensorflow_writes_to_stderr():
                                  *extra], capture_output=True, text=True)
         assert result.returncode == 0 and "Sign" in result.stdout
         assert ("cpu_feature_guard" in result.stderr) == shown
+
+
+def test_input_rows_of_the_wrong_shape_are_refused_before_tensorflow(tmp_path):
+    import subprocess
+    import sys
+
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.ones((2, 7), np.float32))
+    script = ("import sys\nfrom graphgrad.cli import main\n"
+              "try:\n    main(sys.argv[1:])\nexcept SystemExit as end:\n"
+              "    print('tensorflow' in sys.modules, end.code)\n")
+    result = subprocess.run([sys.executable, "-c", script, "attribute", fixture("classifier.pb"), "--method",
+                             "gradient", "--x", "x", "--input", str(rows), "--target", "0", "-o",
+                             str(tmp_path / "o.npy")], capture_output=True, text=True)
+    assert "--input has shape [2, 7], and x takes [None, 4]" in result.stderr
+    assert result.stdout.split() == ["False", "2"]

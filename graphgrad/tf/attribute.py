@@ -26,9 +26,11 @@ from ..graph.functions import first_names, function_bodies, functions_run
 from .batches import Batching, batching_for, in_batches, padded
 from .check import (
     DEFAULT_TIMEOUT,
+    chosen_tags,
     given_feeds,
     ops_between,
     prepare_run,
+    refuse_misshapen_feeds,
     refuse_unfed_pipelines,
     summed_softmax,
     tensor_entry,
@@ -208,6 +210,8 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
 
     method = options.method
     model = read_model(path, options.kind)
+    if options.x:  # the rows against x's declared shape, from the file, before TensorFlow
+        refuse_misshapen_feeds(model, chosen_tags(model, options.tags), {options.x: np.asarray(inputs)}, "--input")
     rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
     patched, _ = rewrite_model(model, RewriteOptions(rules=rules, force=True, allow_missing=True))
     run = prepare_run(patched, [options.x] if options.x else [], options.y, options.tags, options.checkpoint,

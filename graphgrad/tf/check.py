@@ -168,7 +168,7 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
     refusing ops with effects outside the graph on the path unless
     ``allow_effects``. Names and ``feeds`` (name -> value text) that do not fit the
     file are refused before TensorFlow is imported."""
-    chosen = _tag_set(model, tags)
+    chosen = chosen_tags(model, tags)
     feeds = feeds or {}
     cycle = call_cycle(function_bodies(_graph_def(model, chosen)))
     if cycle:
@@ -222,15 +222,18 @@ def refuse_unknown_names(model: Model, tags: list | None, xs: Sequence[str], y: 
             raise CheckUsageError(f"{option} {name}: {wrong}")
 
 
-def refuse_misshapen_feeds(model: Model, tags: list | None, values: dict) -> None:
+def refuse_misshapen_feeds(model: Model, tags: list | None, values: dict, option: str = "--feed") -> None:
     """Refuse a feed (name -> array) whose shape the placeholder it feeds does not
-    take, naming the shape it wants (from the file, before anything runs)."""
+    take, naming the shape it wants (from the file, before anything runs);
+    ``option`` names where the array came from."""
+    named = _signature_names(model, tags)
     nodes = {node.name: node for node in _graph_def(model, tags).node}
     for name, value in values.items():
-        node = nodes.get(name.removesuffix(":0"))
+        node = nodes.get(named.get(name, name).removesuffix(":0"))
         wanted = placeholder_shape(node) if node is not None else None
         if node is not None and wanted is not None and shape_mismatch(wanted, value.shape):
-            raise CheckUsageError(f"--feed {name} has shape {list(value.shape)}, and {node.name} takes "
+            given = f"{option} {name}" if option == "--feed" else option
+            raise CheckUsageError(f"{given} has shape {list(value.shape)}, and {node.name} takes "
                                   f"{wanted} (None: any size)")
 
 
@@ -429,7 +432,7 @@ def refuse_unfed_pipelines(fetched: Iterable, feed: Iterable) -> None:
         )
 
 
-def _tag_set(model: Model, tags: str | None) -> list | None:
+def chosen_tags(model: Model, tags: str | None) -> list | None:
     """The tags of the MetaGraphDef to load: the SavedModel's only one, or the one
     whose tag set is ``tags``; None for other kinds."""
     if model.kind != SAVEDMODEL:
