@@ -276,3 +276,52 @@ def test_a_killed_writers_temporary_of_a_long_name_is_swept(tmp_path):
     assert len(left.name) <= 255
     run_cli("rewrite", BINARY_NET, "--op", "Sign=ste", "-o", out)
     assert not left.exists() and out.exists()
+
+
+# -- links ----------------------------------------------------------------------------
+
+def test_a_link_a_batch_copied_into_out_dir_never_carries_a_later_write_out_of_it(tmp_path):
+    """A SavedModel whose variables/ is a link to ../../victim is copied into --out-dir
+    as a link; a later input of the batch, mirrored to a_model/variables/prod.pb
+    from another tree, would be written through it onto victim/prod.pb."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    first, second = tmp_path / "first", tmp_path / "second"
+    shutil.copytree(fixture("saved_model"), first / "a_model")
+    shutil.rmtree(first / "a_model" / "variables")
+    os.symlink("../../victim", first / "a_model" / "variables")
+    (second / "a_model" / "variables").mkdir(parents=True)
+    shutil.copy(BINARY_NET, second / "a_model" / "variables" / "prod.pb")
+    result = run_cli("rewrite", "-r", first, second, "--op", "Sign=ste", "--allow-missing", "--out-dir",
+                     tmp_path / "out", expect=1)
+    assert "outside --out-dir" in result.stderr and "through a link" in result.stderr
+    assert list(victim.iterdir()) == []
+
+
+def test_a_recursive_search_follows_no_link_out_of_the_tree_and_says_so(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(BINARY_NET, outside / "theirs.pb")
+    zoo = tmp_path / "zoo"
+    (zoo / "inner").mkdir(parents=True)
+    shutil.copy(BINARY_NET, zoo / "inner" / "ours.pb")
+    os.symlink(outside, zoo / "elsewhere")
+    os.symlink(outside / "theirs.pb", zoo / "theirs_link.pb")
+    os.symlink(zoo / "inner", zoo / "inner_again")  # inside the tree: followed (once)
+    before = digest(outside)
+    result = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--in-place", expect=1)
+    assert digest(outside) == before
+    assert f"{zoo / 'elsewhere'}: a link out of the tree searched (to {outside}); skipped" in result.stderr
+    assert f"{zoo / 'theirs_link.pb'}: a link out of the tree searched" in result.stderr
+    assert digest(zoo / "inner" / "ours.pb") != digest(BINARY_NET)
+
+
+def test_in_place_keeps_the_owner_and_group_of_the_file_it_replaces(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only root may give a file to another owner")
+    path = tmp_path / "model.pb"
+    shutil.copy(BINARY_NET, path)
+    os.chown(path, 12345, 23456)
+    run_cli("rewrite", path, "--op", "Sign=ste", "--in-place")
+    status = os.stat(path)
+    assert (status.st_uid, status.st_gid) == (12345, 23456)

@@ -614,8 +614,15 @@ def _zombie(pid: int) -> bool:
 
 
 def _copy_mode(existing: str, temporary: str) -> None:
+    """Give the temporary the mode, owner and group of the file it replaces (the
+    owner and group where this process may: root may, others keep their own)."""
     if os.path.exists(existing):
         shutil.copymode(existing, temporary)
+        status = os.stat(existing)
+        try:
+            os.chown(temporary, status.st_uid, status.st_gid)
+        except OSError:
+            pass
     else:
         os.chmod(temporary, 0o666 & ~_umask())
 
@@ -738,7 +745,7 @@ def find_models(path: str, recursive: bool = False, skipped: list | None = None)
     """
     if not os.path.isdir(path) or is_saved_model_dir(path):
         return [path]
-    found = _search(path, recursive, set(), skipped if skipped is not None else [])
+    found = _search(path, recursive, set(), skipped if skipped is not None else [], os.path.realpath(path))
     if not found:
         raise ModelReadError(
             f"{path} holds no model (.pb, .pbtxt, .meta files or SavedModel directories)"
@@ -747,8 +754,10 @@ def find_models(path: str, recursive: bool = False, skipped: list | None = None)
     return found
 
 
-def _search(path: str, recursive: bool, visited: set, skipped: list) -> list[str]:
-    """:func:`find_models` of one directory; ``visited``: the (device, inode) of those searched."""
+def _search(path: str, recursive: bool, visited: set, skipped: list, tree: str) -> list[str]:
+    """:func:`find_models` of one directory; ``visited``: the (device, inode) of those
+    searched; ``tree``: the real path of the directory named, out of which no link
+    is followed (as find, cp -R, rsync -r and grep -r do not)."""
     try:
         status = os.stat(path)
         identity = (status.st_dev, status.st_ino)
@@ -764,11 +773,16 @@ def _search(path: str, recursive: bool, visited: set, skipped: list) -> list[str
     visited.add(identity)
     found = []
     for entry in entries:
+        if entry.is_symlink() and (entry.is_dir() or entry.name.endswith(MODEL_SUFFIXES)):
+            real = os.path.realpath(entry.path)
+            if os.path.commonpath([real, tree]) != tree:
+                skipped.append(f"{entry.path}: a link out of the tree searched (to {real}); skipped")
+                continue
         if entry.is_dir():
             if is_saved_model_dir(entry.path):
                 found.append(entry.path)
             elif recursive:
-                found.extend(_search(entry.path, recursive, visited, skipped))
+                found.extend(_search(entry.path, recursive, visited, skipped, tree))
         elif entry.name.endswith(MODEL_SUFFIXES) and entry.name not in NOT_MODELS:
             found.append(entry.path)
     return found

@@ -52,6 +52,7 @@ class OutputOptions:
     backup: str | None = None
     make_directories: bool = False
     sweep_temporaries: bool = True
+    within: str | None = None  # --out-dir: where the write must land, links resolved
 
 
 @dataclass
@@ -116,10 +117,22 @@ def _finish(path: str, target: str | None, output: OutputOptions, report, same_e
     if target and not (output.in_place and not report.changed and same_encoding):
         if output.in_place and output.backup:
             backup_file(path, output.backup, output.sweep_temporaries)
+        if output.within:  # before any folder is made on the way
+            _refuse_outside(target, output.within)
         if output.make_directories:
             make_parent_directories(target)
         result.written = write(target)
     return result
+
+
+def _refuse_outside(target: str, directory: str) -> None:
+    """Refuse a write that would land outside ``directory`` once links are followed
+    (a link the batch itself copied there, from a SavedModel, say): the check at
+    planning reads names only."""
+    real, root = os.path.realpath(target), os.path.realpath(directory)
+    if os.path.commonpath([real, root]) != root:
+        raise ModelWriteError(f"{target} would be written to {real}, outside --out-dir {directory}, through a "
+                              "link; nothing was written there")
 
 
 def _target(path: str, output: OutputOptions) -> str | None:

@@ -35,6 +35,7 @@ class Item:
 
     path: str
     out: str | None = None
+    out_dir: str | None = None  # the --out-dir that ``out`` lies in
     in_batch: bool = False  # one of several models: a failure that others may not share says how to pass over it
 
 
@@ -67,7 +68,7 @@ def plan(paths: Sequence[str], batch: BatchOptions) -> tuple[list[Item], list[tu
                     problems.append((model, f"{model} and {seen_outputs[out]} would both be written to {out}"))
                     continue
                 seen_outputs[out] = model
-            items.append(Item(model, out))
+            items.append(Item(model, out, batch.out_dir))
     if len(items) > 1:
         items = [replace(item, in_batch=True) for item in items]
     return items, problems
@@ -194,5 +195,5 @@ def sweep(items: Sequence[Item], output: Any) -> None:
 def with_output(output: Any, item: Item) -> Any:
     """The per-file output options for ``item`` (whose directory :func:`sweep` did)."""
     if item.out:
-        return replace(output, out=item.out, make_directories=True, sweep_temporaries=False)
+        return replace(output, out=item.out, make_directories=True, sweep_temporaries=False, within=item.out_dir)
     return replace(output, sweep_temporaries=False)
