@@ -304,3 +304,74 @@ def test_a_library_whose_functions_call_themselves_is_refused_before_tensorflow_
     path.write_bytes(graph_def.SerializeToString())
     result = run_cli("check", path, "--x", "x", "--y", "y", expect=1)
     assert "its functions call themselves" in result.stderr and "g_loop" in result.stderr
+
+
+# -- every run ends on time ---------------------------------------------------------------
+
+def run_command(*args, timeout=120):
+    """The real command in a process of its own (as a user runs it: the job then runs
+    in a child that the deadline ends), and how long it took."""
+    import subprocess
+    import sys
+    import time
+
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "graphgrad", *map(str, args)], capture_output=True, text=True,
+                            timeout=timeout)
+    return result, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_a_blocking_initializer_is_stopped_at_the_deadline(tmp_path):
+    def build():
+        model_y_of_x()
+        queue = tf.queue.FIFOQueue(2, [tf.float32], shapes=[[]], name="empty_queue")
+        queue.dequeue(name="waits_forever")
+
+    path = meta_with(tmp_path, build)
+    meta = v1.MetaGraphDef.FromString(path.read_bytes())
+    from tensorflow.core.framework.variable_pb2 import VariableDef
+
+    variable = VariableDef.FromString(meta.collection_def["variables"].bytes_list.value[0])
+    variable.initializer_name = "waits_forever"
+    meta.collection_def["variables"].bytes_list.value[0] = variable.SerializeToString()
+    path.write_bytes(meta.SerializeToString())
+    result, took = run_command("check", path, "--x", "x", "--y", "y", "--timeout", "8")
+    assert result.returncode == 1 and "took over 8 s, loading the model included, and was stopped" in result.stderr
+    assert took < 60
+
+
+def test_a_staging_area_nothing_fills_is_refused_at_once(tmp_path):
+    def build():
+        x = v1.placeholder(tf.float32, [3], name="x")
+        from tensorflow.python.ops.data_flow_ops import StagingArea
+
+        area = StagingArea([tf.float32], shapes=[[3]])
+        tf.multiply(x, area.get()[0] if isinstance(area.get(), (list, tuple)) else area.get(), name="y")
+
+    result = run_cli("check", graph_file(tmp_path, build), "--x", "x", "--y", "y", expect=2)
+    assert "the run would wait on an input pipeline" in result.stderr
+
+
+def test_a_checkpoint_shard_that_is_a_fifo_is_refused_before_the_restore(tmp_path):
+    import os
+
+    path = meta_with(tmp_path, model_y_of_x, checkpoint=True)
+    [shard] = tmp_path.glob("model.ckpt.data-*")
+    shard.unlink()
+    os.mkfifo(shard)
+    result = run_cli("check", path, "--x", "x", "--y", "y", expect=1)
+    assert f"checkpoint file {shard} is a FIFO" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name, message", [("SIGSEGV", "a crash inside TensorFlow's native code"),
+                                                  ("SIGKILL", "the system ended it, most likely for want of memory")])
+def test_a_child_that_dies_is_one_line_with_its_signal(signal_name, message):
+    import subprocess
+    import sys
+
+    script = ("import os, signal\nfrom graphgrad.jobs.deadline import run_until\n"
+              f"run_until(30, lambda: os.kill(os.getpid(), signal.{signal_name}), what='check of m.pb')\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert f"check of m.pb: the process running TensorFlow died of {signal_name}; {message}" in result.stderr

@@ -7,6 +7,7 @@ import click
 from ..errors import UsageError
 from ..files.arrays import load_array
 from ..files.io import write_chunks
+from ..jobs.deadline import run_until
 from . import options
 from .render import echo_json, table, tensorflow_quiet
 
@@ -66,7 +67,8 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
     attribute_options = AttributeOptions(method, x, y, target, allow_uncovered, allow_effects, kind, tags, checkpoint,
                                          feeds, timeout)
     with tensorflow_quiet():
-        attributions, report = attribute_model(model, inputs, reference, attribute_options)
+        attributions, report = run_until(timeout, attribute_model, model, inputs, reference, attribute_options,
+                                         what=f"attribute of {model}")
     picture = None
     if image:  # drawn before anything is written: a refusal leaves no output
         from ..jobs.heatmap import heatmap_png

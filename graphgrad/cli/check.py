@@ -5,6 +5,7 @@ import sys
 import click
 
 from ..graph.functions import first_names
+from ..jobs.deadline import run_until
 from ..tf.check import check_model
 from . import exits, options
 from .render import echo_json, table, tensorflow_quiet
@@ -65,8 +66,8 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
         if not separator or any(d < 0 for d in feed_shapes.get(name.removesuffix(":0"), [])):
             raise click.UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with whole numbers, e.g. x=1,224,224,3")
     with tensorflow_quiet(verbose):
-        report = check_model(model, xs, y, feeds, batch, seed, kind, tags, target, allow_effects, checkpoint,
-                             timeout, feed_shapes)
+        report = run_until(timeout, check_model, model, xs, y, feeds, batch, seed, kind, tags, target, allow_effects,
+                           checkpoint, timeout, feed_shapes, what=f"check of {model}")
     if as_json:
         echo_json(report)
     else:

@@ -98,12 +98,12 @@ def _start_worker(parent: int | None, paths) -> None:
     """Each worker: ends when the process that started it ends (a killed batch
     leaves no worker running, holding its caller's pipes open), then imports the
     user's gradient modules."""
-    _end_with_parent(parent)
+    end_with_parent(parent)
     for path in paths:
         load_gradient_module(path)
 
 
-def _end_with_parent(parent: int | None) -> None:
+def end_with_parent(parent: int | None) -> None:
     """On Linux, ask the kernel to end this process when its parent ends
     (PR_SET_PDEATHSIG); ``parent``: the pid it must still have, else it ends now."""
     if not sys.platform.startswith("linux"):
@@ -160,10 +160,10 @@ def worker_context() -> Any:
         return None
     import multiprocessing
 
-    return multiprocessing.get_context("fork" if _thread_count() == 1 else "forkserver")
+    return multiprocessing.get_context("fork" if thread_count() == 1 else "forkserver")
 
 
-def _thread_count() -> int:
+def thread_count() -> int:
     """This process's threads, those started outside Python included (without
     /proc, only Python's own)."""
     try:

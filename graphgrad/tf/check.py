@@ -29,7 +29,7 @@ from ..edits.surgery import ResetOptions, reset_model
 from ..edits.traps import SIGN, graphgrad_spec, scopes_of, sign_notes
 from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
 from ..files.arrays import load_array
-from ..files.io import read_model
+from ..files.io import kind_of_file, read_model
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
 from ..graph.functions import call_cycle, first_names, function_bodies, function_calls, functions_run
@@ -179,6 +179,10 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
     refuse_unknown_names(model, chosen, xs, y, feeds)
     refuse_misshapen_feeds(model, chosen, {name: _value(text) for name, text in feeds.items()})
     prefix = checkpoint or _checkpoint_beside(model)
+    if prefix:
+        _refuse_irregular_checkpoint(prefix)
+    if model.kind == SAVEDMODEL and model.root:
+        _refuse_irregular_checkpoint(os.path.join(model.root, "variables", "variables"))
     graph, session, unresolved, routed = _load(model, chosen, prefix, allow_effects, command)
     named = _signature_names(model, chosen)  # signature input and output names, to their tensors
     run = Run(model, chosen, prefix, graph, session, unresolved, routed)
@@ -397,7 +401,8 @@ def _float_placeholders(y) -> list[str]:
 
 # Ops that hand out what an input pipeline produced: nothing fills a queue or an
 # iterator when check runs the graph, so a run that reaches one waits forever.
-_PIPELINE = re.compile(r"(QueueDequeue\w*|IteratorGetNext\w*|ReaderRead\w*)\Z")
+_PIPELINE = re.compile(r"(QueueDequeue\w*|IteratorGetNext\w*|ReaderRead\w*|Unstage|StagePeek|MapUnstage\w*|"
+                       r"OrderedMapUnstage\w*|MapPeek|OrderedMapPeek)\Z")
 
 
 def _pipeline_outputs(ops) -> list[str]:
@@ -455,6 +460,21 @@ def chosen_tags(model: Model, tags: str | None) -> list | None:
         if set(tag_set) == wanted:
             return tag_set
     raise CheckUsageError(f"no MetaGraphDef of {model.path} has the tag set {tags!r}; its tag sets: {listed}")
+
+
+def _refuse_irregular_checkpoint(prefix: str) -> None:
+    """Refuse a checkpoint whose index or data shards are not regular files (a FIFO
+    would block the restore forever), before TensorFlow opens them."""
+    import glob
+
+    for path in [prefix + ".index"] + glob.glob(glob.escape(prefix) + ".data-*"):
+        try:
+            what = kind_of_file(os.stat(path).st_mode)
+        except OSError:
+            continue
+        if what:
+            raise GraphgradError(f"checkpoint file {path} is {what}, not a regular file: restoring from it could "
+                                 "wait forever; give a checkpoint of regular files")
 
 
 def _checkpoint_beside(model: Model) -> str | None:
