@@ -64,3 +64,35 @@ def test_grammar_shaped_specs(tokens):
 def test_deeply_nested_input_is_a_clean_error(data):
     with pytest.raises(GraphgradError):
         parse_model_bytes(data)
+
+
+NAME_TEXT = st.text(alphabet="ab/_1", min_size=1, max_size=6)
+GLOB_TEXT = st.text(alphabet="ab/_1*?[]!", min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(NAME_TEXT, min_size=1, max_size=12, unique=True),
+       globs=st.lists(GLOB_TEXT, min_size=1, max_size=6),
+       op_rules=st.lists(st.sampled_from(["Sign", "Add"]), max_size=2))
+def test_indexed_glob_rules_select_what_trying_every_rule_selects(names, globs, op_rules):
+    """The rules' index (glob starts, op types) against every rule tried on every node."""
+    from types import SimpleNamespace
+
+    from graphgrad.edits.select import Rule, select_nodes
+    from graphgrad.errors import SelectionError
+
+    nodes = [SimpleNamespace(name=name, op_type="Sign" if index % 2 else "Add", override=None)
+             for index, name in enumerate(names)]
+    rules = [Rule("node", glob, parse_spec("ste")) for glob in globs]
+    rules += [Rule("op", op_type, parse_spec("identity"), exclude=("a*",)) for op_type in op_rules]
+    expected = []
+    for node in nodes:
+        selecting = [rule for rule in rules if rule.selects(node)]
+        if selecting:
+            expected.append((node.name, selecting[0].pattern))
+    try:
+        selection = select_nodes(nodes, rules, allow_missing=True)
+    except SelectionError:  # rules that disagree on a node: a choice trying every rule finds too
+        assert any(len({rule.spec for rule in rules if rule.selects(node)}) > 1 for node in nodes)
+        return
+    assert [(node.name, rule.pattern) for node, rule in selection.matches] == expected
