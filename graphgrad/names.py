@@ -22,6 +22,8 @@ FUNCTION_CALL_NAME = re.compile(r"(Stateful)?PartitionedCall-\d+\Z")
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 # Every op that runs functions of the graph: calls, and control flow v2's branches and loops.
 FUNCTIONAL_OPS = frozenset(CALL_OPS) | {"If", "StatelessIf", "While", "StatelessWhile", "Case"}
+# Control flow v1: a TF1 while loop's frame starts at these.
+TF1_LOOP_ENTERS = ("Enter", "RefEnter")
 # Ops whose output depends on their input's shape or dtype only, never its values:
 # their gradient is None on purpose, and reading a tensor through one uses no value of it.
 VALUE_INDEPENDENT = frozenset({"ZerosLike", "OnesLike", "Shape", "ShapeN", "Size", "Rank"})

@@ -208,3 +208,28 @@ def test_public_functions_are_annotated():
 
         visit(tree.body)
     assert not missing, "public functions without annotations: " + ", ".join(missing)
+
+
+def test_the_repository_root_holds_only_the_projects_files():
+    """No stray file at the top (four once came from a paste into a shell)."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode:
+        pytest.skip("not a git checkout")
+    top = {path for path in listed.stdout.splitlines() if "/" not in path}
+    assert top <= {".gitignore", "CHANGELOG.md", "LICENSE", "README.md", "pyproject.toml", "setup.cfg", "setup.py"}
+
+
+def test_each_commands_summary_is_the_first_line_of_its_help():
+    """`graphgrad --help` lists summaries without importing every command; each is
+    the first paragraph of the command's own help, word for word, so they cannot drift."""
+    import click
+
+    from graphgrad.cli.group import COMMANDS, SUMMARIES, GraphgradGroup, main
+
+    context = click.Context(main)
+    for name in COMMANDS:
+        command = GraphgradGroup().get_command(context, name)
+        first = " ".join(command.help.strip().split("\n\n")[0].split())
+        assert first == SUMMARIES[name], name

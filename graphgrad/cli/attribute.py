@@ -42,7 +42,9 @@ from .render import echo_json, table, tensorflow_quiet
 @options.debug_option
 def attribute_command(model, method_text, input_path, x, y, target, baseline, out, image, allow_uncovered, feeds,
                       tags, checkpoint, allow_effects, timeout, kind, as_json):
-    """Attribute y[..., TARGET] to x for every row of --input, by the METHOD's
+    """Saliency and relevance maps by gradient rules: DeepLIFT, LRP, ... (needs TensorFlow).
+
+    Attribute y[..., TARGET] to x for every row of --input, by the METHOD's
     gradient rules applied to a copy of the graph in memory (the file is not changed).
 
     Op types on the path that the method has no rule for are named before the graph

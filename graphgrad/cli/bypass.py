@@ -22,7 +22,10 @@ from .render import finish_one, in_graph
 @options.json_option
 @options.debug_option
 def bypass_command(model, source, target, spec, out, in_place, dry_run, encoding, kind, as_json):
-    """Backpropagate across a region as if it were SURROGATE (the identity by default).
+    """Backpropagate across a region (--from .. --to) as the identity: BPDA.
+
+    The region between --from and --to backpropagates as if it were SURROGATE (the
+    identity by default).
 
     Forward values of --to do not change, bit for bit; the gradient that reaches
     --to flows to --from, whatever lies between: casts to integers, Round, JPEG

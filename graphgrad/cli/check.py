@@ -47,8 +47,9 @@ def _capped(items: list) -> tuple[list, str]:
 @options.debug_option
 def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_effects, checkpoint, timeout,
                   verbose, kind, as_json):
-    """Compute dy/dx with TensorFlow and explain it: connected or not, None /
-    zero / finite / NaN, the gradient blockers on the path with a ready fix,
+    """Compute dy/dx with TensorFlow and explain it (needs TensorFlow).
+
+    For each x: connected or not, None / zero / finite / NaN, the gradient blockers on the path with a ready fix,
     overrides that cannot take effect, and (for graphs with graphgrad
     overrides) the gradients without them.
 

@@ -16,8 +16,9 @@ from .render import echo_json
 @options.json_option
 @options.debug_option
 def diff_command(a, b, kind, as_json):
-    """Nodes added, removed, rewired and changed attributes between A and B,
-    top level and function bodies.
+    """Nodes added, removed, rewired and changed attributes between A and B.
+
+    Top level and function bodies are compared.
 
     Exit 0 when equal, 1 when they differ, 2 when a file cannot be read (like diff).
     """

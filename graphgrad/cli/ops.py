@@ -6,7 +6,7 @@ from ..edits.summary import DANGLING, SAVED, UNRESOLVED
 from ..graph.functions import first_names, unrouted_calls_note
 from ..graph.model import KIND_NAMES
 from ..jobs.api import summarize_files
-from . import options
+from . import exits, options
 from .render import echo_json, error, in_graph, table, tensorflow_quiet, to_jsonable
 
 LISTED_OVERRIDES = 20
@@ -42,7 +42,7 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
     elif summaries:
         click.echo("\n\n".join(_render(summary, status) for summary, status in zip(summaries, statuses)))
     if failures:
-        raise SystemExit(1)
+        raise SystemExit(exits.for_outcome(False))
 
 
 def _grad_status(summary) -> dict:

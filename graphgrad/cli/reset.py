@@ -22,8 +22,10 @@ from .render import finish_batch, in_graph, progress_bar
 @options.debug_option
 def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out_dir, backup, recursive, jobs, quiet,
                   functions, kind, as_json):
-    """Remove overrides (all, or of the selected nodes) and undo graphgrad's
-    inserted and embedded nodes, restoring the original wiring."""
+    """Remove overrides and undo graphgrad's inserted and embedded nodes.
+
+    All of them, or those of the selected nodes; the original wiring is restored.
+    """
     output = options.make_output(out, in_place, dry_run, encoding, out_dir, backup)
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs)
     progress = partial(progress_bar, label="resetting")

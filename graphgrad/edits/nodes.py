@@ -22,7 +22,7 @@ from ..files.wireformat import encode_nodes
 from ..graph.functions import rename_function_references, rename_in_attr
 from ..graph.hints import close_names
 from ..graph.model import Model, NodeRef, dtype_in
-from ..names import ATTR
+from ..names import ATTR, TF1_LOOP_ENTERS
 
 GROUP = "_graphgrad_group"
 SOURCE = "_graphgrad_source"
@@ -325,7 +325,7 @@ class Scope:
         self.owner.MergeFromString(b"".join(fields))  # appended to its nodes, as protobuf merges
 
     def _enter_names(self) -> list[str]:
-        return [node.name for node in self.nodes if node.op in ("Enter", "RefEnter")]
+        return [node.name for node in self.nodes if node.op in TF1_LOOP_ENTERS]
 
     def _set_input(self, consumer: str, position: int, ref: str) -> None:
         self.node(consumer).input[position] = ref

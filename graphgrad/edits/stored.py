@@ -23,7 +23,7 @@ from ..files.skeleton import skeleton_of
 from ..files.small_nodes import HeadGraph, HeadNode
 from ..files.stored import open_stored
 from ..files.wireformat import NotApplicable
-from ..names import ATTR_BYTES
+from ..names import ATTR_BYTES, TF1_LOOP_ENTERS
 from .nodes import GROUP, SOURCE, IndexPart, Scope, name_scopes, scopes
 
 _GROUP_BYTES = GROUP.encode()
@@ -152,7 +152,7 @@ class StoredScope(Scope):
     def _enter_names(self) -> list[str]:
         if b"Enter" not in self.stored.data:  # a byte search (in C): most graphs have no TF1 loop
             return []
-        return [name for name, op in zip(self._names, self._ops) if op in ("Enter", "RefEnter")]
+        return [name for name, op in zip(self._names, self._ops) if op in TF1_LOOP_ENTERS]
 
     def _set_input(self, consumer: str, position: int, ref: str) -> None:
         index = self._by_name.get(consumer)

@@ -329,10 +329,6 @@ class ResetOptions:
     functions: bool = True
 
 
-# The attributes that mark graphgrad's inserted and embedded nodes, which reset undoes.
-RESET_MARKERS = (SOURCE, GROUP)
-
-
 def reset_selects(options: ResetOptions) -> Callable[[str, str], bool]:
     """``selects(name, op type)``: whether ``options`` reset that node (a function
     body's node is named ``function/node``)."""

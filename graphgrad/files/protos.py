@@ -9,7 +9,6 @@ what matters: field 1 is the schema version, field 2 the repeated meta graphs).
 
 from tensorboard.compat.proto import graph_pb2, types_pb2
 from tensorboard.compat.proto.attr_value_pb2 import AttrValue
-from tensorboard.compat.proto.function_pb2 import FunctionDefLibrary
 from tensorboard.compat.proto.node_def_pb2 import NodeDef
 from tensorboard.compat.proto.tensor_pb2 import TensorProto
 
@@ -17,7 +16,7 @@ GraphDef = graph_pb2.GraphDef
 DataType = types_pb2.DataType
 
 __all__ = [
-    "AttrValue", "DataType", "FunctionDefLibrary", "GraphDef", "MetaGraphDef", "NodeDef", "SavedModel",  # noqa: F822
+    "AttrValue", "DataType", "GraphDef", "MetaGraphDef", "NodeDef", "SavedModel",  # noqa: F822
     "TensorProto",
 ]
 

@@ -143,9 +143,6 @@ class GradientRegistry:
                 "--gradients FILE.py)."
             ) from None
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._entries or name in self._aliases
-
     def entries(self) -> list[GradientDef]:
         return sorted(self._entries.values(), key=lambda e: (e.kind, e.name))
 

@@ -12,7 +12,8 @@ pivots are the ops ``tf.while_loop`` builds in a fixed order.
 from dataclasses import dataclass, field
 from typing import Any
 
-ENTERS = ("Enter", "RefEnter")
+from ..names import TF1_LOOP_ENTERS
+
 EXITS = ("Exit", "RefExit")
 MERGES = ("Merge", "RefMerge")
 SWITCHES = ("Switch", "RefSwitch")
@@ -50,7 +51,7 @@ def loops_of(graph_def: Any) -> list[Loop]:
 
     def settle(node) -> None:
         inputs = inputs_of(node)
-        if node.op in ENTERS:
+        if node.op in TF1_LOOP_ENTERS:
             loop = node.attr["frame_name"].s.decode()
             parent.setdefault(loop, output_frame(inputs[0]) if inputs else "")
             frame[node.name] = loop
@@ -81,7 +82,7 @@ def loops_of(graph_def: Any) -> list[Loop]:
         if loop is None:
             continue
         loop.members.append(node.name)
-        if node.op in ENTERS:
+        if node.op in TF1_LOOP_ENTERS:
             loop.enters.append((node.name, node.attr["is_constant"].b))
             loop.parallel_iterations = node.attr["parallel_iterations"].i or loop.parallel_iterations
         elif node.op in EXITS:

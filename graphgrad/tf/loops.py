@@ -4,13 +4,14 @@ rebuilt from the graph's structure (:mod:`graphgrad.graph.loops`)."""
 from typing import Any
 
 from ..graph.loops import add_missing_exits, loops_of
+from ..names import TF1_LOOP_ENTERS
 from .internals import set_op_attr, while_context
 
 
 def prepare_loops(graph_def: Any) -> Any:
     """``graph_def`` (TensorFlow's message), with an Exit for every loop variable
     that freezing left without one (a copy, if any is added)."""
-    if not any(node.op in ("Enter", "RefEnter") for node in graph_def.node):
+    if not any(node.op in TF1_LOOP_ENTERS for node in graph_def.node):
         return graph_def
     copy = type(graph_def)()
     copy.CopyFrom(graph_def)
@@ -57,7 +58,7 @@ def _captured(nodes: dict, enter: str) -> str:
     an inner loop's capture goes through its outer loops' Enters (TensorFlow keys
     a context's external values so)."""
     source = nodes[enter].input[0]
-    while source.split(":")[0] in nodes and nodes[source.split(":")[0]].op in ("Enter", "RefEnter") \
+    while source.split(":")[0] in nodes and nodes[source.split(":")[0]].op in TF1_LOOP_ENTERS \
             and nodes[source.split(":")[0]].attr["is_constant"].b:
         source = nodes[source.split(":")[0]].input[0]
     return source if ":" in source else source + ":0"

@@ -35,7 +35,7 @@ from ..graph.functions import (
     unrouted_calls_into,
 )
 from ..graph.model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
-from ..names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE
+from ..names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, TF1_LOOP_ENTERS
 from .internals import custom_gradient_name, gradient_registry_entries, registered_gradient, set_op_attr
 from .loops import prepare_loops, restore_loop_contexts
 
@@ -510,12 +510,11 @@ def _clear_cluster_devices(graph_def: Any) -> None:
             node.device = ""
 
 
-TF1_LOOP_OPS = ("Enter", "RefEnter")  # control flow v1: a while loop's frame starts at these
 
 
 def holds_tf1_loops(graph: Any) -> bool:
     """Whether a built ``tf.Graph`` holds TF1 while loops (control flow v1)."""
-    return any(op.type in TF1_LOOP_OPS for op in graph.get_operations())
+    return any(op.type in TF1_LOOP_ENTERS for op in graph.get_operations())
 
 
 @contextmanager
@@ -571,7 +570,7 @@ def import_tf1_loops(tf: Any, graph_def: Any, **kwargs: Any) -> Any:
     (:mod:`graphgrad.tf.loops`), so that tf.gradients can differentiate them."""
     prepared = prepare_loops(graph_def)
     imported = tf.compat.v1.import_graph_def(prepared, **kwargs)
-    if prepared.node and any(node.op in ("Enter", "RefEnter") for node in prepared.node):
+    if prepared.node and any(node.op in TF1_LOOP_ENTERS for node in prepared.node):
         restore_loop_contexts(tf.compat.v1.get_default_graph(), prepared, kwargs.get("name", "import"))
     return imported
 

@@ -1,4 +1,4 @@
-"""The fast path for binary GraphDefs of large nodes: only selected nodes decoded."""
+"""The scan of binary GraphDefs of large nodes (graphgrad.files.scan): only selected nodes decoded."""
 
 import pytest
 from conftest import fast_rewrite as fast
