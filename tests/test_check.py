@@ -485,7 +485,7 @@ def test_check_hides_tensorflows_log_lines_unless_verbose(capfd):
 
 
 def test_tensorflows_reason_is_shown_not_its_header():
-    from graphgrad.tf.check import tensorflow_says
+    from graphgrad.tf.loading import tensorflow_says
 
     class Failure(Exception):
         message = ("Graph execution error:\n\nDetected at node 'steps' defined at (most recent call last):\n"
@@ -787,9 +787,9 @@ def test_ops_grad_status_hides_what_tensorflow_writes_to_stderr():
     import subprocess
     import sys
 
-    script = ("import os, sys\nimport graphgrad.tf.check as check\nreal = check.gradient_status\n"
+    script = ("import os, sys\nimport graphgrad.tf.blockers as blockers\nreal = blockers.gradient_status\n"
               "def noisy(types):\n    os.write(2, b'I0000 cpu_feature_guard\\n')\n    return real(types)\n"
-              "check.gradient_status = noisy\nfrom graphgrad.cli import main\nmain(sys.argv[1:])\n")
+              "blockers.gradient_status = noisy\nfrom graphgrad.cli import main\nmain(sys.argv[1:])\n")
     for extra, shown in (([], False), (["--debug"], True)):
         result = subprocess.run([sys.executable, "-c", script, "ops", fixture("binary_net.pb"), "--grad-status",
                                  *extra], capture_output=True, text=True)

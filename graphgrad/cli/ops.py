@@ -46,7 +46,7 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
 
 
 def _grad_status(summary) -> dict:
-    from ..tf.check import gradient_status
+    from ..tf.blockers import gradient_status
 
     with tensorflow_quiet():
         return gradient_status([count.op_type for count in summary.op_types])

@@ -7,7 +7,7 @@ then tf.gradients of ``y[..., target]`` with respect to x, times the input for t
 methods that say so. Linear and structural ops keep their own gradient; any other
 op type on the x -> y paths that the method has no rule for is named before the
 graph runs (and refused for the methods whose meaning depends on a rule at every
-nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.check.prepare_run`).
+nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.loading.prepare_run`).
 """
 
 import time
@@ -24,20 +24,19 @@ from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import first_names, function_bodies, functions_run
 from .batches import Batching, batching_for, in_batches, padded
-from .check import (
+from .check import summed_softmax, tensor_entry
+from .loading import (
     DEFAULT_TIMEOUT,
     chosen_tags,
     given_feeds,
-    ops_between,
     prepare_run,
     refuse_misshapen_feeds,
     refuse_unfed_pipelines,
-    summed_softmax,
-    tensor_entry,
     tensorflow_says,
     training_flags,
     unfed_inputs,
 )
+from .paths import ops_between
 from .runtime import tensorflow, tf1_control_flow
 
 # Op types whose own gradient every method keeps: linear in their data input, or

@@ -1,0 +1,285 @@
+"""Where the gradient stops on the path from x to y, and why: ops whose
+TensorFlow gradient is zero or None, unregistered ones, StopGradient, PyFunc
+without an override, integer or bool edges, dangling overrides, each with a ready
+``graphgrad rewrite`` or ``bypass`` fix; and what stops it on purpose (``--embed``
+surrogates, tf.nn.moments' StopGradient) or reads only shapes, which is no blocker.
+
+TensorFlow is imported inside functions only, as in the runtime.
+"""
+
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, NamedTuple
+
+from ..edits.embed import surrogate_for
+from ..edits.nodes import EMBED_SPEC, GROUP, SOURCE
+from ..gradients.calls import CALL_GRADIENT
+from ..gradients.spec import parse_spec
+from ..graph.functions import function_calls
+from ..names import CUSTOM_GRADIENT, FUNCTIONAL_OPS, VALUE_INDEPENDENT
+from .internals import (
+    function_def_to_graph,
+    gradient_registry,
+    registered_gradient,
+)
+from .runtime import (
+    tensorflow,
+)
+
+from .paths import between, differentiable, floating, override_on
+from .loading import tf_message
+
+
+# Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
+# array_grad.py); a registry lookup cannot tell these from real gradients.
+NONE_GRADIENT = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "FloorMod", "ArgMax", "ArgMin", "TruncateDiv"}
+
+
+ZERO_GRADIENT = {"Sign"}
+
+
+STOPPERS = {"StopGradient", "PreventGradient"}
+
+
+QUANTIZERS = {"Sign", "Round", "Floor", "Ceil", "Rint"}
+
+
+@dataclass(frozen=True)
+class Blocker:
+    node: str
+    op_type: str
+    reason: str
+    fix: str
+
+
+def _fix(path, node: str, override, op_type: str) -> str:
+    spec = "ste" if op_type in QUANTIZERS else "identity"
+    force = " --force" if override else ""
+    return f"graphgrad rewrite {path} --node '{node}={spec}'{force} -o OUT"
+
+
+def find_blockers(xs: list, y: Any, float_path: set, surrogates: dict, context: "BlockerContext") -> list:
+    """Ops on the float paths from x to y (``float_path``) that stop the gradient,
+    also inside the functions that call ops on them run (If branches, loop bodies);
+    when no float path is left, the integer or bool edges that cut them."""
+    blockers = _stoppers(float_path, surrogates, context, None)
+    if y.op not in float_path:
+        any_path = between(xs, y, only_differentiable=False)
+        for op in sorted(any_path, key=lambda op: op.name):
+            edges = [
+                t for t in op.outputs
+                if not differentiable(t.dtype) and any(c in any_path for c in t.consumers())
+            ]
+            if edges and any(differentiable(t.dtype) for t in op.inputs):
+                blockers.append(Blocker(
+                    op.name, op.type,
+                    f"turns floats into {edges[0].dtype.name} ({edges[0].name}): TensorFlow never backpropagates "
+                    "through integer or bool tensors, so no override upstream of it fires",
+                    _bypass_fix(context.path, xs, y, op, any_path),
+                ))
+    return blockers
+
+
+def _bypass_fix(path: str, xs, y, edge, any_path) -> str:
+    """The ready ``graphgrad bypass`` across the region that ``edge`` (an op turning
+    floats into integers) opens: from the x it is computed from, to the first float
+    tensor after it from which a float path leads to y (the defence's output)."""
+    source = next((x for x in xs if edge in between([x], y, only_differentiable=False)), None)
+    seen, queue = {edge}, [c for t in edge.outputs for c in t.consumers() if c in any_path]
+    while queue and source is not None:
+        op = queue.pop(0)
+        if op in seen:
+            continue
+        seen.add(op)
+        for output in op.outputs:
+            if floating(output.dtype) and (output is y or y.op in between([output], y, only_differentiable=True)):
+                output = _rescaled(output, y)
+                return (f"carry the gradient across the region as the identity (BPDA): graphgrad bypass "
+                        f"{shlex.quote(path)} --from {source.name} --to {output.name} -o OUT")
+        queue += [c for t in op.outputs for c in t.consumers() if c in any_path]
+    return ("no rewrite carries a gradient through this edge; keep the path in floats "
+            "(e.g. Round instead of Cast to int, with --op Round=ste)")
+
+
+# Elementwise ops that a defence ends with to bring its values back to the input's
+# scale (x / 255 after a cast back to float): part of the region to bypass.
+_RESCALES = {"Mul", "RealDiv", "Div", "Sub", "Add", "AddV2", "Cast", "Identity", "Maximum", "Minimum", "ClipByValue"}
+
+
+def _rescaled(tensor, y):
+    """``tensor`` followed through the elementwise ops by constants that rescale it
+    (its only use each time), up to y: where the region's values are back on the
+    input's scale, so that the identity is the right surrogate."""
+    while tensor is not y:
+        consumers = tensor.consumers()
+        if len(consumers) != 1 or consumers[0].type not in _RESCALES:
+            return tensor
+        op = consumers[0]
+        if any(t is not tensor and t.op.type != "Const" for t in op.inputs) or not floating(op.outputs[0].dtype):
+            return tensor
+        tensor = op.outputs[0]
+    return tensor
+
+
+class _Surrogate(NamedTuple):
+    source: str  # the node it stands in for
+    spec: str
+    group: bytes  # the _graphgrad_group of its nodes
+    bypasses: bool  # whether its gradient goes around the source node
+
+
+@dataclass
+class BlockerContext:
+    """What the search for blockers needs at every depth. Function names come from
+    the file's GraphDef: once differentiated, TensorFlow's If ops call
+    ``<branch>_rewritten`` copies, which no rule could select."""
+
+    unresolved: set
+    path: str
+    graph_def: Any  # the loaded graph as the file holds it
+    seen: set = field(default_factory=set)  # functions looked into
+    intended_stops: list = field(default_factory=list)  # StopGradients put there on purpose (tf.nn.moments)
+    shape_only: list = field(default_factory=list)  # ops whose output does not depend on x's values
+
+    @cached_property
+    def registry(self) -> Any:
+        return gradient_registry()
+
+    @cached_property
+    def library(self) -> dict:
+        return {function.signature.name: function for function in self.graph_def.library.function}
+
+    @cached_property
+    def top_level(self) -> dict:
+        return {node.name: node for node in self.graph_def.node}
+
+
+def _stoppers(float_path, surrogates, context: BlockerContext, function: str | None) -> list:
+    """The blockers among ``float_path``'s ops (in ``function``'s body, if given).
+    The ops of --embed surrogates, and the nodes whose gradient a surrogate's
+    replacement bypasses, stop gradients on purpose and are left out."""
+    groups = {surrogate.group for surrogate in surrogates.values()}
+    on_purpose = {surrogate.source for surrogate in surrogates.values() if surrogate.bypasses} | {
+        op.name for op in float_path if GROUP in op.node_def.attr and op.node_def.attr[GROUP].s in groups
+    }
+    blockers = []
+    for op in sorted(float_path, key=lambda op: op.name):
+        override = override_on(op)
+        if op.name in on_purpose:
+            continue
+        if override in (None, CALL_GRADIENT) and op.type in FUNCTIONAL_OPS:  # routed or not, look inside
+            call = context.top_level.get(op.name, op.node_def) if function is None else op.node_def
+            blockers += _function_stoppers(call, context)
+            continue
+        node = op.name if function is None else f"{function}/{op.name}"
+        if override is None and op.type in VALUE_INDEPENDENT:
+            context.shape_only.append(node)
+            continue
+        if override is None and _moments_stop(op):
+            context.intended_stops.append(node)
+            continue
+        reason = _reason(op.type, override, context)
+        if reason:
+            where = "" if function is None else f" (in function {function})"
+            blockers.append(Blocker(node, op.type, reason + where, _fix(context.path, node, override, op.type)))
+    return blockers
+
+
+def _moments_stop(op) -> bool:
+    """Whether ``op`` is the StopGradient of tf.nn.moments (batch and layer
+    normalisation): ``squared_difference(v, stop_gradient(reduce_mean(v)))``, which
+    stops the gradient through the mean it subtracts in the variance on purpose.
+    Told by that structure, whatever the scope is called."""
+    if op.type != "StopGradient" or op.inputs[0].op.type != "Mean":
+        return False
+    averaged = op.inputs[0].op.inputs[0].ref()  # graph tensors compare by value in TF2
+    return any(consumer.type == "SquaredDifference" and averaged in {tensor.ref() for tensor in consumer.inputs}
+               for consumer in op.outputs[0].consumers())
+
+
+def _function_stoppers(call, context: BlockerContext) -> list:
+    """The blockers inside the functions the NodeDef ``call`` runs: If/Case
+    branches, While bodies, the ``f`` of a call op (not a While's ``cond``: its
+    output is a bool)."""
+    from tensorflow.core.framework.function_pb2 import FunctionDef
+
+    blockers = []
+    for name in _called_functions(call):
+        if name in context.seen or name not in context.library:
+            continue
+        context.seen.add(name)
+        try:
+            body = function_def_to_graph(tf_message(FunctionDef, context.library[name]))
+        except Exception:  # noqa: BLE001  best effort: a body TF cannot rebuild on its own is
+            continue  # not looked into; the gradients above were computed all the same
+        float_path = set().union(*(
+            between(body.inputs, output, only_differentiable=True)
+            for output in body.outputs if differentiable(output.dtype)
+        ))
+        blockers += _stoppers(float_path, surrogates_in(body), context, name)
+    return blockers
+
+
+def _called_functions(node_def) -> list:
+    keys = ("then_branch", "else_branch", "branches", "body", "f")
+    return [call.name for key in keys if key in node_def.attr for call in function_calls(node_def.attr[key])]
+
+
+def _reason(op_type: str, override, context: BlockerContext) -> str | None:
+    """Why an op of ``op_type`` (with ``override``) stops the gradient, or None."""
+    if override is not None:
+        if override not in context.unresolved:
+            return None
+        why = "left by tf.custom_gradient" if CUSTOM_GRADIENT.match(override) else "not registered here"
+        return f"override {override!r} cannot be resolved ({why})"
+    if op_type in STOPPERS:
+        return f"{op_type} stops the gradient"
+    if op_type in ZERO_GRADIENT:
+        return "TensorFlow's gradient is zero everywhere"
+    if op_type in NONE_GRADIENT:
+        return "TensorFlow's gradient is None"
+    try:
+        if context.registry.lookup(op_type) is None:
+            return "PyFunc has no gradient unless overridden" if "PyFunc" in op_type else (
+                "TensorFlow registers it as not differentiable")
+    except LookupError:
+        return "no gradient is registered for this op type"
+    return None
+
+
+def surrogates_in(graph: Any) -> dict:
+    """{output op of an --embed surrogate: its _Surrogate}."""
+    surrogates = {}
+    for op in graph.get_operations():
+        attrs = op.node_def.attr
+        if EMBED_SPEC in attrs:
+            spec = attrs[EMBED_SPEC].s.decode()
+            # a replacement (ste, identity, ...) differentiates h(x) of the node's input
+            # instead of the node; a transform alone scales the node's own gradient
+            bypasses = surrogate_for(parse_spec(spec)).replacement is not None
+            surrogates[op.name] = _Surrogate(attrs[SOURCE].s.decode().split(":")[0], spec, attrs[GROUP].s, bypasses)
+    return surrogates
+
+
+def idle_overrides(ops: Iterable, float_path: set) -> list:
+    return [(op.name, override_on(op)) for op in ops if override_on(op) is not None and op not in float_path]
+
+
+def gradient_status(op_types: Iterable[str]) -> dict:
+    """For each op type, what TensorFlow's own gradient is: registered, zero, None or missing."""
+    tensorflow()  # first: without TensorFlow, one line saying what to install
+
+    status = {}
+    for op_type in op_types:
+        if op_type in ZERO_GRADIENT:
+            status[op_type] = "zero"
+        elif op_type in NONE_GRADIENT:
+            status[op_type] = "None"
+        else:
+            try:
+                status[op_type] = "None" if registered_gradient(op_type) is None else "registered"
+            except LookupError:
+                status[op_type] = "missing"
+    return status
