@@ -415,3 +415,96 @@ def test_hostile_npy_inputs_are_one_line_before_anything_is_allocated(tmp_path, 
         result = run_cli(*args, expect=2)
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.npy").exists()
+
+
+# -- per-row targets and SmoothGrad ---------------------------------------------------------
+
+ROWS = RNG.normal(size=(5, 4)).astype(np.float32)
+
+
+def attribute_rows(tmp_path, rows, *args, model="classifier.pb"):
+    source, out = _saved_as(tmp_path / "rows_in.npy", rows), tmp_path / "out.npy"
+    report = json.loads(run_cli("attribute", fixture(model), "--input", source, "-o", out, "--json", *args).stdout)
+    return np.load(out), report
+
+
+@pytest.mark.parametrize("method", ["gradient", "integrated_gradients(steps=5)", "deeplift", "eps_lrp(eps=0.001)"])
+def test_one_target_per_row_gives_what_one_call_per_row_gives(tmp_path, method):
+    targets = np.array([2, 0, 1, 2, 0], np.int64)
+    together, report = attribute_rows(tmp_path, ROWS, "--method", method, "--y", "logits", "--target",
+                                      _saved_as(tmp_path / "targets.npy", targets))
+    assert report["targets"] == targets.tolist()
+    for row, target in enumerate(targets):
+        alone, _ = attribute_rows(tmp_path, ROWS[row:row + 1], "--method", method, "--y", "logits", "--target",
+                                  str(target))
+        np.testing.assert_allclose(together[row], alone[0], rtol=1e-5, atol=1e-7)
+
+
+def test_predicted_targets_are_the_classes_y_scores_highest(tmp_path):
+    graph = load_classifier()
+    with v1.Session(graph=graph) as session:
+        logits = session.run("logits:0", {"x:0": ROWS})
+    got, report = attribute_rows(tmp_path, ROWS, "--method", "gradient", "--y", "logits", "--target", "predicted")
+    assert report["targets"] == logits.argmax(axis=1).tolist()
+    want, _ = attribute_rows(tmp_path, ROWS, "--method", "gradient", "--y", "logits", "--target",
+                             _saved_as(tmp_path / "t.npy", logits.argmax(axis=1)))
+    np.testing.assert_array_equal(got, want)
+
+
+def load_classifier():
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(open(fixture("classifier.pb"), "rb").read()), name="")
+    return graph
+
+
+@pytest.mark.parametrize("method", ["gradient", "grad_x_input", "deeplift"])
+def test_smoothgrad_with_sigma_zero_is_the_method_it_wraps(tmp_path, method):
+    plain, _ = attribute_rows(tmp_path, ROWS, "--method", method, "--y", "logits", "--target", "1")
+    smoothed, report = attribute_rows(tmp_path, ROWS, "--method", method, "--y", "logits", "--target", "1",
+                                      "--noise", "4,0")
+    np.testing.assert_allclose(smoothed, plain, rtol=1e-6, atol=1e-7)
+    assert report["noise"] == "4 samples, sigma 0 of each row's range, mean" and report["completeness"] == []
+
+
+@pytest.mark.parametrize("aggregate, join", [("mean", lambda g: g.mean(0)), ("squared", lambda g: (g ** 2).mean(0)),
+                                             ("variance", lambda g: g.var(0))])
+def test_smoothgrad_is_its_formula_and_repeats_bit_for_bit(tmp_path, aggregate, join):
+    """The mean (square, variance) of dy/dx at x + N(0, (sigma (max - min))^2), the noise drawn
+    as the seed says, computed here in TensorFlow."""
+    args = ["--method", "gradient", "--y", "logits", "--target", "2", "--noise", "8,0.2",
+            "--noise-aggregate", aggregate, "--seed", "7"]
+    first, _ = attribute_rows(tmp_path, ROWS, *args)
+    again, _ = attribute_rows(tmp_path, ROWS, *args)
+    assert first.tobytes() == again.tobytes()
+    other, _ = attribute_rows(tmp_path, ROWS, *args[:-1], "8")
+    assert not np.array_equal(first, other)
+    rng = np.random.default_rng(7)
+    scale = (ROWS.max(axis=1) - ROWS.min(axis=1))[:, None] * 0.2
+    noisy = [ROWS + (rng.standard_normal(ROWS.shape) * scale).astype(np.float32) for _ in range(8)]
+    graph = load_classifier()
+    with graph.as_default():
+        x = graph.get_tensor_by_name("x:0")
+        [gradient] = v1.gradients(graph.get_tensor_by_name("logits:0")[..., 2], [x])
+        with v1.Session(graph=graph) as session:
+            each = np.stack([session.run(gradient, {x: rows}) for rows in noisy]).astype(np.float64)
+    np.testing.assert_allclose(first, join(each), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("target, message", [
+    (np.array([0, 1]), "--target FILE.npy holds shape [2]: give one class index per row of --input (5)"),
+    (np.array([0, 1, 2, 3, 9]), "holds indices 0 to 9; y has 3 classes (0 to 2)"),
+    (np.zeros(5, np.float32), "give one integer class index per row"),
+])
+def test_bad_per_row_targets_are_one_line(tmp_path, target, message):
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradient", "--y", "logits", "--input",
+                     _saved_as(tmp_path / "rows_in.npy", ROWS), "--target", _saved_as(tmp_path / "t.npy", target),
+                     "-o", tmp_path / "out.npy", expect=2)
+    assert message in result.stderr and not (tmp_path / "out.npy").exists()
+
+
+@pytest.mark.parametrize("noise", ["0,0.1", "5", "5,-1", "a,b"])
+def test_bad_noise_is_one_line(tmp_path, noise):
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradient", "--y", "logits", "--input",
+                     _saved_as(tmp_path / "rows_in.npy", ROWS), "--noise", noise, "-o", tmp_path / "out.npy", expect=2)
+    assert "expected N,SIGMA" in result.stderr

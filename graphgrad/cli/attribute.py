@@ -22,7 +22,9 @@ from .render import echo_json, table, tensorflow_quiet
               help="The rows to explain, an array of x's shape (batch first).")
 @click.option("--x", metavar="TENSOR", help="The input to attribute to (default: as check finds it).")
 @options.y_option
-@options.target_option
+@click.option("--target", "target_text", metavar="INDEX|FILE.npy|predicted",
+              help="Attribute y[..., INDEX] for every row; or one class per row, from an .npy of integers or the "
+              "class y scores highest (y of shape [rows, classes]).")
 @click.option("--baseline", default="zero", show_default=True, metavar="zero|FILE.npy",
               help="The reference of deeplift and integrated_gradients: zeros, or an array of x's shape (or one row).")
 @click.option("-o", "--output", "out", required=True, metavar="OUT.npy", type=click.Path(),
@@ -32,6 +34,12 @@ from .render import echo_json, table, tensorflow_quiet
               "negative; several rows make a grid (needs Pillow).")
 @click.option("--allow-uncovered", is_flag=True,
               help="Compute eps_lrp or deeplift even where an op type on the path has no rule (named either way).")
+@click.option("--noise", metavar="N,SIGMA",
+              help="SmoothGrad over the method: the attributions of N noisy copies of each row, Gaussian noise of "
+              "SIGMA times the row's range (e.g. 50,0.15).")
+@click.option("--noise-aggregate", type=click.Choice(["mean", "squared", "variance"]), default="mean",
+              show_default=True, help="How --noise joins the samples: SmoothGrad, SmoothGrad-squared or VarGrad.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --noise: the same seed, the same bits.")
 @options.feed_option
 @options.tag_option
 @options.checkpoint_option
@@ -40,8 +48,8 @@ from .render import echo_json, table, tensorflow_quiet
 @options.format_option
 @options.json_option
 @options.debug_option
-def attribute_command(model, method_text, input_path, x, y, target, baseline, out, image, allow_uncovered, feeds,
-                      tags, checkpoint, allow_effects, timeout, kind, as_json):
+def attribute_command(model, method_text, input_path, x, y, target_text, baseline, out, image, allow_uncovered,
+                      noise, noise_aggregate, seed, feeds, tags, checkpoint, allow_effects, timeout, kind, as_json):
     """Saliency and relevance maps by gradient rules: DeepLIFT, LRP, ... (needs TensorFlow).
 
     Attribute y[..., TARGET] to x for every row of --input, by the METHOD's
@@ -56,8 +64,9 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
     Examples:
       graphgrad attribute model.pb --method guided_backprop --input images.npy --target 3 -o saliency.npy
       graphgrad attribute model.pb --method deeplift --input rows.npy --baseline mean.npy -o relevance.npy
+      graphgrad attribute model.pb --method gradient --noise 50,0.15 --target predicted --input rows.npy -o s.npy
     """
-    from ..tf.attribute import AttributeOptions, attribute_model, parse_method
+    from ..tf.attribute import AttributeOptions, Noise, attribute_model, parse_method
 
     if not out.endswith(".npy"):
         raise UsageError(f"-o {out}: attributions are written as .npy; name a file ending in .npy")
@@ -66,8 +75,9 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
     method = parse_method(method_text)
     inputs = load_array(input_path, "--input")
     reference = None if baseline == "zero" else load_array(baseline, "--baseline")
-    attribute_options = AttributeOptions(method, x, y, target, allow_uncovered, allow_effects, kind, tags, checkpoint,
-                                         feeds, timeout)
+    smoothing = None if noise is None else Noise(*_noise(noise), noise_aggregate, seed)
+    attribute_options = AttributeOptions(method, x, y, _target(target_text), allow_uncovered, allow_effects, kind,
+                                         tags, checkpoint, feeds, timeout, smoothing)
     with tensorflow_quiet():
         attributions, report = run_until(timeout, attribute_model, model, inputs, reference, attribute_options,
                                          what=f"attribute of {model}")
@@ -82,9 +92,12 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
     if as_json:
         echo_json({"output": out, "image": image, **report.__dict__})
         return
-    of = f"{report.y}[..., {report.target}]" if report.target is not None else report.y
+    of = (f"{report.y}[..., {report.target}]" if report.target is not None else
+          f"{report.y}[row, its target]" if report.targets else report.y)
     click.echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}"
                + (f"; heat map -> {image}" if image else ""))
+    if report.noise:
+        click.echo(f"  smoothed: {report.noise}")
     if report.rules:
         click.echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))
     if report.uncovered:
@@ -101,6 +114,33 @@ def attribute_command(model, method_text, input_path, x, y, target, baseline, ou
         rows = [["row", "sum", "f(x) - f(baseline)"]] + [
             [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}"] for c in report.completeness]
         click.echo(table(rows, indent="    "))
+
+
+def _target(text: str | None):
+    """``--target`` as attribute takes it: None, an index, "predicted", or an array of one index per row."""
+    if text is None or text == "predicted":
+        return text
+    if text.isdigit():
+        return int(text)
+    if not text.endswith(".npy"):
+        raise UsageError(f"--target {text!r}: give a class index (0, 1, ...), predicted, or a FILE.npy of indices")
+    targets = load_array(text, "--target")
+    if targets.dtype.kind not in "iu" or targets.ndim != 1:
+        raise UsageError(f"--target {text} holds {targets.dtype} of shape {list(targets.shape)}: give one integer "
+                         "class index per row")
+    return targets
+
+
+def _noise(text: str) -> tuple[int, float]:
+    """``--noise N,SIGMA``: the number of noisy samples and their scale."""
+    count, _, sigma = text.partition(",")
+    try:
+        samples, scale = int(count), float(sigma)
+    except ValueError:
+        samples, scale = 0, -1.0
+    if samples < 1 or not 0 <= scale < float("inf"):
+        raise UsageError(f"--noise {text!r}: expected N,SIGMA with N at least 1 and SIGMA at least 0, e.g. 50,0.15")
+    return samples, scale
 
 
 def _refuse_overwrites(model: str, inputs: dict, outputs: dict) -> None:

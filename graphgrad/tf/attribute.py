@@ -172,6 +172,8 @@ class AttributionReport:
     y: str
     target: int | None
     shape: tuple = ()
+    targets: list = field(default_factory=list)  # one class per row (--target FILE.npy or predicted)
+    noise: str = ""  # SmoothGrad's samples, sigma and aggregate, when the method is smoothed
     rules: dict = field(default_factory=dict)  # op type -> the spec the method gives it, for those on the path
     uncovered: list = field(default_factory=list)  # op types on the path with neither a rule nor a pass-through
     completeness: list = field(default_factory=list)  # RowCheck, for methods with a baseline
@@ -188,7 +190,7 @@ class AttributeOptions:
     method: Method
     x: str | None = None
     y: str | None = None
-    target: int | None = None
+    target: Any = None  # an index for every row, "predicted", or an array of one index per row
     allow_uncovered: bool = False
     allow_effects: bool = False
     kind: str | None = None
@@ -196,6 +198,7 @@ class AttributeOptions:
     checkpoint: str | None = None
     feeds: dict = field(default_factory=dict)  # placeholder name -> a number, a JSON list or a .npy path
     timeout: float = DEFAULT_TIMEOUT  # seconds all runs may take together
+    noise: "Noise | None" = None  # SmoothGrad over the method
 
 
 def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOptions) -> tuple[Any, AttributionReport]:
@@ -220,7 +223,8 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
             f"attribute differentiates with respect to one x; name it with --x (found {', '.join(run.xs)})"
         )
     x_tensor = run.x_tensors[0]
-    report = AttributionReport(path, method.name, run.xs[0], run.y, options.target, notes=run.moved_notes())
+    one_target = options.target if isinstance(options.target, int) else None
+    report = AttributionReport(path, method.name, run.xs[0], run.y, one_target, notes=run.moved_notes())
     if options.target is None:
         softmax = summed_softmax(run.y_tensor)
         if softmax is not None:
@@ -259,9 +263,16 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
             f"exactly {batching.rows} rows ({batching.why}), an odd number; use integrated_gradients, or a "
             "graph whose batch is free"
         )
+    by_row = options.target is not None and not isinstance(options.target, int)
+    if by_row and run.y_tensor.shape.rank != 2:
+        raise UsageError(f"--target {'predicted' if isinstance(options.target, str) else 'FILE.npy'} chooses one "
+                         f"class per row of y of shape [rows, classes]; {report.y} has shape "
+                         f"{run.y_tensor.shape.as_list() if run.y_tensor.shape.rank is not None else 'unknown'}")
     tf = tensorflow()
     with run.graph.as_default(), tf1_control_flow(run.graph):
-        output = tensor_entry(run.y_tensor, options.target)
+        row_targets = tf.compat.v1.placeholder(tf.int32, [None], name="graphgrad_targets") if by_row else None
+        output = (tf.gather(run.y_tensor, row_targets, axis=1, batch_dims=1) if by_row
+                  else tensor_entry(run.y_tensor, options.target))
         [gradient] = tf.compat.v1.gradients(output, [x_tensor])
         report.training_flags = training_flags(run.session, run.graph, unfed_inputs([output], feed)[1])
     if gradient is None:
@@ -269,30 +280,65 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
                              f"graphgrad check {path} --x {report.x} --y {report.y} says why")
     deadline = time.monotonic() + options.timeout
 
-    def evaluate(fetch, value):
+    targets = None
+
+    def evaluate(fetch, value, origins=None):
         remaining = deadline - time.monotonic()
         run_options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000)))
+        fed = {**feed, x_tensor: value}
+        if targets is not None and origins is not None:
+            fed[row_targets] = targets[origins]
         try:
             if remaining <= 0:
                 raise tf.errors.DeadlineExceededError(None, None, "")
-            return run.session.run(fetch, {**feed, x_tensor: value}, options=run_options)
+            return run.session.run(fetch, fed, options=run_options)
         except tf.errors.DeadlineExceededError:
             raise GraphgradError(f"{path}: the runs took over {options.timeout:g} s and were stopped; give them "
                                  "longer with --timeout SECONDS") from None
         except (ValueError, tf.errors.OpError) as error:
             raise GraphgradError(f"{path}: TensorFlow says: {tensorflow_says(error)}") from None
 
-    attributions = _attributions(method, inputs, base, batching, lambda value: evaluate(gradient, value))
+    if by_row:
+        targets = _row_targets(options.target, inputs, batching, lambda value, _: evaluate(run.y_tensor, value),
+                               run.y_tensor.shape[-1])
+        report.targets = targets.tolist()
+
+    def gradient_at(value, origins):
+        return evaluate(gradient, value, origins)
+
+    if options.noise is not None:
+        attributions = _smoothed(method, inputs, base, batching, gradient_at, options.noise)
+        noise = options.noise
+        report.noise = f"{noise.samples} samples, sigma {noise.sigma:g} of each row's range, {noise.aggregate}"
+    else:
+        attributions = _attributions(method, inputs, base, batching, gradient_at, np.arange(len(inputs)))
     report.shape = tuple(attributions.shape)
-    if method.baseline:
-        def per_row(value):
-            values = np.asarray(evaluate(output, value), dtype=np.float64)
+    if method.baseline and options.noise is None:
+        def per_row(value, origins):
+            values = np.asarray(evaluate(output, value, origins), dtype=np.float64)
             return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
 
         differences = in_batches(per_row, inputs, batching) - in_batches(per_row, base, batching)
         sums = np.asarray(attributions, dtype=np.float64).reshape(len(inputs), -1).sum(axis=1)
         report.completeness = [RowCheck(row, float(s), float(d)) for row, (s, d) in enumerate(zip(sums, differences))]
     return attributions, report
+
+
+def _row_targets(target: Any, inputs: Any, batching: Batching, y_at: Callable, classes: int | None) -> Any:
+    """One class index per row: ``target`` as given (an array), or, for
+    ``"predicted"``, the class y scores highest for each row."""
+    import numpy as np
+
+    if isinstance(target, str):
+        return np.asarray(in_batches(y_at, inputs, batching)).argmax(axis=-1).astype(np.int32)
+    targets = np.asarray(target)
+    if targets.shape != (len(inputs),):
+        raise UsageError(f"--target FILE.npy holds shape {list(targets.shape)}: give one class index per row of "
+                         f"--input ({len(inputs)})")
+    if classes is not None and (targets.min() < 0 or targets.max() >= classes):
+        raise UsageError(f"--target FILE.npy holds indices {int(targets.min())} to {int(targets.max())}; y has "
+                         f"{classes} classes (0 to {classes - 1})")
+    return targets.astype(np.int32)
 
 
 def _refuse_unfed(path: str, run, x_tensor, feed: dict) -> None:
@@ -307,9 +353,11 @@ def _refuse_unfed(path: str, run, x_tensor, feed: dict) -> None:
         )
 
 
-def _attributions(method: Method, inputs: Any, base: Any, batching: Batching, gradient_at: Callable) -> Any:
+def _attributions(method: Method, inputs: Any, base: Any, batching: Batching, gradient_at: Callable,
+                  origin: Any) -> Any:
     """The method's attributions for ``inputs`` against ``base``, the gradient
-    evaluated by ``gradient_at`` in batches of ``batching``."""
+    evaluated by ``gradient_at(points, origins)`` in batches of ``batching``;
+    ``origin``: for each row, the input row it stands for (its target's)."""
     import numpy as np
 
     if method.name == "deeplift":  # each run: rows, then their baselines (SHAP's convention)
@@ -318,8 +366,9 @@ def _attributions(method: Method, inputs: Any, base: Any, batching: Batching, gr
         chunks = []
         for start in range(0, len(inputs), pairs):
             rows, references = inputs[start:start + pairs], base[start:start + pairs]
+            origins = padded(origin[start:start + pairs], half)
             both = np.concatenate([padded(rows, half), padded(references, half)])
-            chunks.append(np.asarray(gradient_at(both))[:len(rows)])
+            chunks.append(np.asarray(gradient_at(both, np.concatenate([origins, origins])))[:len(rows)])
         return np.concatenate(chunks) * (inputs - base)
     if method.steps:  # the midpoint rule, steps of every row run together, a batch at a time
         alphas = (np.arange(method.steps) + 0.5) / method.steps
@@ -329,7 +378,48 @@ def _attributions(method: Method, inputs: Any, base: Any, batching: Batching, gr
             index = np.arange(start, min(start + batching.rows, count))
             rows, alpha = index % len(inputs), alphas[index // len(inputs)].reshape((-1,) + (1,) * (inputs.ndim - 1))
             points = base[rows] + (alpha * (inputs[rows] - base[rows])).astype(inputs.dtype)
-            np.add.at(total, rows, np.asarray(gradient_at(padded(points, batching)))[:len(index)])
+            gradients = gradient_at(padded(points, batching), padded(origin[rows], batching))
+            np.add.at(total, rows, np.asarray(gradients)[:len(index)])
         return (total / method.steps * (inputs - base)).astype(inputs.dtype)
-    gradients = in_batches(gradient_at, inputs, batching)
+    gradients = in_batches(gradient_at, inputs, batching, origin)
     return gradients * (inputs if method.times_input else 1)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """SmoothGrad over any method: the attributions of ``samples`` copies of each
+    row with Gaussian noise of ``sigma`` times the row's range (max - min), as the
+    SmoothGrad paper and the saliency library scale it, joined by ``aggregate``:
+    ``mean`` (SmoothGrad), ``squared`` (the mean of squares, SmoothGrad-squared) or
+    ``variance`` (VarGrad). ``seed`` makes them repeat bit for bit."""
+
+    samples: int
+    sigma: float
+    aggregate: str = "mean"
+    seed: int = 0
+
+
+AGGREGATES = ("mean", "squared", "variance")
+
+
+def _smoothed(method: Method, inputs: Any, base: Any, batching: Batching, gradient_at: Callable,
+              noise: Noise) -> Any:
+    """:func:`_attributions` of ``noise.samples`` noisy copies of the inputs, run
+    together in batches, joined as ``noise.aggregate`` says."""
+    import numpy as np
+
+    rng = np.random.default_rng(noise.seed)
+    flat = inputs.reshape(len(inputs), -1)
+    scale = (flat.max(axis=1) - flat.min(axis=1)).reshape((-1,) + (1,) * (inputs.ndim - 1)) * noise.sigma
+    noisy = np.concatenate([inputs + (rng.standard_normal(inputs.shape) * scale).astype(inputs.dtype)
+                            for _ in range(noise.samples)])
+    origin = np.tile(np.arange(len(inputs)), noise.samples)
+    each = _attributions(method, noisy, np.tile(base, (noise.samples,) + (1,) * (inputs.ndim - 1)), batching,
+                         gradient_at, origin).reshape((noise.samples,) + inputs.shape).astype(np.float64)
+    if noise.aggregate == "squared":
+        joined = (each ** 2).mean(axis=0)
+    elif noise.aggregate == "variance":
+        joined = each.var(axis=0)
+    else:
+        joined = each.mean(axis=0)
+    return joined.astype(inputs.dtype)

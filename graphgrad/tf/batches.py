@@ -52,15 +52,19 @@ def _fixed_batch(x: Any, path_ops: Iterable) -> tuple[int, str] | None:
     return None
 
 
-def in_batches(run: Callable, rows: Any, batching: Batching) -> Any:
-    """``run`` on ``rows`` a batch at a time, the results' rows joined: what
-    ``run(rows)`` gives where the graph takes rows one by one."""
+def in_batches(run: Callable, rows: Any, batching: Batching, origin: Any = None) -> Any:
+    """``run(chunk, origins)`` on ``rows`` a batch at a time, the results' rows
+    joined: what ``run(rows, origin)`` gives where the graph takes rows one by one.
+    ``origin``: for each row, the input row it stands for (default: itself), which
+    ``run`` gets, padded as its chunk is, to choose each row's target."""
     import numpy as np
 
+    origin = np.arange(len(rows)) if origin is None else origin
     results = []
     for start in range(0, len(rows), batching.rows):
         chunk = rows[start:start + batching.rows]
-        results.append(np.asarray(run(padded(chunk, batching)))[:len(chunk)])
+        origins = origin[start:start + batching.rows]
+        results.append(np.asarray(run(padded(chunk, batching), padded(origins, batching)))[:len(chunk)])
     return np.concatenate(results)
 
 
