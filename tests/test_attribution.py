@@ -508,3 +508,44 @@ def test_bad_noise_is_one_line(tmp_path, noise):
     result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradient", "--y", "logits", "--input",
                      _saved_as(tmp_path / "rows_in.npy", ROWS), "--noise", noise, "-o", tmp_path / "out.npy", expect=2)
     assert "expected N,SIGMA" in result.stderr
+
+
+def strided_cnn():
+    """x (N, 8, 8, 3) -> Conv2D stride 2 -> Relu (N, 4, 4, 5) -> Conv2D -> Relu -> mean -> logits."""
+    rng = np.random.default_rng(4)
+    x = v1.placeholder(tf.float32, [None, 8, 8, 3], name="x")
+    first = tf.nn.relu(tf.nn.conv2d(x, rng.standard_normal((3, 3, 3, 5)).astype(np.float32), 2, "SAME"),
+                       name="first")
+    last = tf.nn.relu(tf.nn.conv2d(first, rng.standard_normal((3, 3, 5, 6)).astype(np.float32), 1, "SAME"),
+                      name="last")
+    tf.matmul(tf.reduce_mean(last, axis=[1, 2]), rng.standard_normal((6, 3)).astype(np.float32), name="logits")
+
+
+@pytest.mark.parametrize("layer", [None, "first"])
+def test_grad_cam_is_relu_of_the_mean_gradient_weighted_layer_resized_to_x(tmp_path, layer):
+    path = _graph_file(tmp_path, strided_cnn)
+    rows = RNG.uniform(0, 1, (3, 8, 8, 3)).astype(np.float32)
+    out = tmp_path / "cam.npy"
+    args = ["--layer", layer] if layer else []
+    report = json.loads(run_cli("attribute", path, "--method", "gradcam", "--input", _saved(tmp_path, rows),
+                                "--y", "logits", "--target", "2", *args, "-o", out, "--json").stdout)
+    assert report["layer"] == f"{layer or 'last'}:0"
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
+        x, activations = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name(f"{layer or 'last'}:0")
+        [slope] = v1.gradients(graph.get_tensor_by_name("logits:0")[:, 2], [activations])
+        with v1.Session(graph=graph) as session:
+            a, d = session.run([activations, slope], {x: rows})
+    alpha = d.mean(axis=(1, 2), keepdims=True)
+    cam = np.maximum((alpha * a).sum(axis=-1, keepdims=True), 0)
+    with tf.Graph().as_default(), v1.Session() as session:
+        expected = session.run(tf.image.resize(cam, [8, 8], method="bilinear"))
+    np.testing.assert_allclose(np.load(out), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_grad_cam_without_a_spatial_layer_is_one_line(tmp_path):
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradcam", "--input",
+                     fixture("classifier_rows.npy"), "--y", "logits", "--target", "0", "-o", tmp_path / "o.npy",
+                     expect=2)
+    assert "Grad-CAM needs a 4-D (N, H, W, C) layer" in result.stderr and "--layer TENSOR" in result.stderr

@@ -17,7 +17,10 @@ from .render import echo_json, table, tensorflow_quiet
 @click.argument("model", type=click.Path())
 @click.option("--method", "method_text", required=True, metavar="METHOD",
               help="gradient, grad_x_input, integrated_gradients(steps=50), guided_backprop, deconvnet, "
-              "eps_lrp(eps=0.0001) or deeplift.")
+              "eps_lrp(eps=0.0001), deeplift or gradcam.")
+@click.option("--layer", metavar="TENSOR",
+              help="gradcam's layer, a 4-D (N, H, W, C) tensor (default: the last one on the path with a height "
+              "and width over 1).")
 @click.option("--input", "input_path", required=True, metavar="FILE.npy", type=click.Path(),
               help="The rows to explain, an array of x's shape (batch first).")
 @click.option("--x", metavar="TENSOR", help="The input to attribute to (default: as check finds it).")
@@ -48,7 +51,7 @@ from .render import echo_json, table, tensorflow_quiet
 @options.format_option
 @options.json_option
 @options.debug_option
-def attribute_command(model, method_text, input_path, x, y, target_text, baseline, out, image, allow_uncovered,
+def attribute_command(model, method_text, layer, input_path, x, y, target_text, baseline, out, image, allow_uncovered,
                       noise, noise_aggregate, seed, feeds, tags, checkpoint, allow_effects, timeout, kind, as_json):
     """Saliency and relevance maps by gradient rules: DeepLIFT, LRP, ... (needs TensorFlow).
 
@@ -77,7 +80,7 @@ def attribute_command(model, method_text, input_path, x, y, target_text, baselin
     reference = None if baseline == "zero" else load_array(baseline, "--baseline")
     smoothing = None if noise is None else Noise(*_noise(noise), noise_aggregate, seed)
     attribute_options = AttributeOptions(method, x, y, _target(target_text), allow_uncovered, allow_effects, kind,
-                                         tags, checkpoint, feeds, timeout, smoothing)
+                                         tags, checkpoint, feeds, timeout, smoothing, layer)
     with tensorflow_quiet():
         attributions, report = run_until(timeout, attribute_model, model, inputs, reference, attribute_options,
                                          what=f"attribute of {model}")
@@ -98,6 +101,8 @@ def attribute_command(model, method_text, input_path, x, y, target_text, baselin
                + (f"; heat map -> {image}" if image else ""))
     if report.noise:
         click.echo(f"  smoothed: {report.noise}")
+    if report.layer:
+        click.echo(f"  layer: {report.layer}, resized to x's height and width")
     if report.rules:
         click.echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))
     if report.uncovered:

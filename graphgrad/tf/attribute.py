@@ -32,6 +32,7 @@ from .loading import (
     prepare_run,
     refuse_misshapen_feeds,
     refuse_unfed_pipelines,
+    tensor_named,
     tensorflow_says,
     training_flags,
     unfed_inputs,
@@ -70,6 +71,7 @@ class Method:
     baseline: bool = False  # takes a baseline (x - baseline; DeepLIFT's batch, IG's path)
     steps: int = 0  # integrated gradients' steps
     complete: bool = False  # needs a rule at every nonlinearity (refuses uncovered op types)
+    cam: bool = False  # Grad-CAM: a layer's activations weighted by their mean gradient, not dy/dx
 
 
 def _methods(name: str, args: dict) -> Method:
@@ -102,6 +104,8 @@ def _methods(name: str, args: dict) -> Method:
     elif name == "deeplift":
         method = Method(name, rules=((NONLINEARITIES, "deeplift"),), times_input=True, baseline=True,
                         complete=True)
+    elif name == "gradcam":
+        method = Method(name, cam=True)
     else:
         raise UsageError(f"--method {name}: no such method; the methods are {', '.join(METHODS)}")
     if args:
@@ -110,7 +114,7 @@ def _methods(name: str, args: dict) -> Method:
 
 
 METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
-           "eps_lrp(eps=0.0001)", "deeplift")
+           "eps_lrp(eps=0.0001)", "deeplift", "gradcam")
 
 
 def parse_method(text: str) -> Method:
@@ -174,6 +178,7 @@ class AttributionReport:
     shape: tuple = ()
     targets: list = field(default_factory=list)  # one class per row (--target FILE.npy or predicted)
     noise: str = ""  # SmoothGrad's samples, sigma and aggregate, when the method is smoothed
+    layer: str = ""  # Grad-CAM's layer
     rules: dict = field(default_factory=dict)  # op type -> the spec the method gives it, for those on the path
     uncovered: list = field(default_factory=list)  # op types on the path with neither a rule nor a pass-through
     completeness: list = field(default_factory=list)  # RowCheck, for methods with a baseline
@@ -199,6 +204,7 @@ class AttributeOptions:
     feeds: dict = field(default_factory=dict)  # placeholder name -> a number, a JSON list or a .npy path
     timeout: float = DEFAULT_TIMEOUT  # seconds all runs may take together
     noise: "Noise | None" = None  # SmoothGrad over the method
+    layer: str | None = None  # Grad-CAM's layer (default: the last 4-D tensor on the path with a spatial size)
 
 
 def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOptions) -> tuple[Any, AttributionReport]:
@@ -273,7 +279,12 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
         row_targets = tf.compat.v1.placeholder(tf.int32, [None], name="graphgrad_targets") if by_row else None
         output = (tf.gather(run.y_tensor, row_targets, axis=1, batch_dims=1) if by_row
                   else tensor_entry(run.y_tensor, options.target))
-        [gradient] = tf.compat.v1.gradients(output, [x_tensor])
+        if method.cam:
+            layer = _cam_layer(run, x_tensor, path_ops, options.layer)
+            report.layer = layer.name
+            gradient = _grad_cam(tf, output, layer, x_tensor)
+        else:
+            [gradient] = tf.compat.v1.gradients(output, [x_tensor])
         report.training_flags = training_flags(run.session, run.graph, unfed_inputs([output], feed)[1])
     if gradient is None:
         raise GraphgradError(f"{path}: {report.y} does not depend on {report.x} through floats: no attribution; "
@@ -322,6 +333,36 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
         sums = np.asarray(attributions, dtype=np.float64).reshape(len(inputs), -1).sum(axis=1)
         report.completeness = [RowCheck(row, float(s), float(d)) for row, (s, d) in enumerate(zip(sums, differences))]
     return attributions, report
+
+
+def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
+    """Grad-CAM's layer: the tensor ``name``, else the last 4-D floating-point tensor
+    (NHWC) on the path from x to y whose height and width are over 1."""
+    if name:
+        layer = tensor_named(run.graph, name)
+        if layer.shape.rank != 4 or layer.op not in path_ops:
+            raise UsageError(f"--layer {name}: Grad-CAM needs a 4-D (N, H, W, C) tensor on the path from "
+                             f"{x.name} to {run.y}; it has shape {layer.shape}")
+        return layer
+    ordered = [op for op in run.graph.get_operations() if op in path_ops]  # graph order: producers first
+    layers = [t for op in ordered for t in op.outputs
+              if t.shape.rank == 4 and t.dtype.is_floating and all((d or 0) > 1 for d in t.shape.as_list()[1:3])]
+    if not layers:
+        raise UsageError(f"Grad-CAM needs a 4-D (N, H, W, C) layer with a spatial size between {x.name} and "
+                         f"{run.y}, and the path has none; name one with --layer TENSOR")
+    return layers[-1]
+
+
+def _grad_cam(tf: Any, output: Any, layer: Any, x: Any) -> Any:
+    """ReLU(sum_k alpha_k A_k), alpha_k the spatial mean of d output / d A_k (Selvaraju
+    et al., 2017), resized bilinearly to x's height and width: (N, H, W, 1)."""
+    [slope] = tf.compat.v1.gradients(output, [layer])
+    if slope is None:
+        raise UsageError(f"Grad-CAM: y does not depend on the layer {layer.name}")
+    weights = tf.reduce_mean(slope, axis=[1, 2], keepdims=True)
+    cam = tf.nn.relu(tf.reduce_sum(weights * layer, axis=-1, keepdims=True))
+    size = tf.shape(x)[1:3] if x.shape.rank == 4 else tf.shape(layer)[1:3]
+    return tf.image.resize(cam, size, method="bilinear")
 
 
 def _row_targets(target: Any, inputs: Any, batching: Batching, y_at: Callable, classes: int | None) -> Any:
