@@ -25,6 +25,7 @@ _EXPORTS = {
     "graph.model": ["Model", "iter_nodes"],
     "edits.rewrite": ["RewriteOptions", "RewriteReport", "apply_rules", "rewrite_model"],
     "tf.runtime": ["Registration", "import_graph_def", "override", "register_gradients", "save"],
+    "tf.attribute": ["Explainer", "Noise"],
     "edits.select": ["Rule", "parse_rule"],
     "names": ["ATTR"],
     "gradients.spec": ["GradientSpec", "attr_value_for", "parse_spec"],

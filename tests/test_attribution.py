@@ -549,3 +549,23 @@ def test_grad_cam_without_a_spatial_layer_is_one_line(tmp_path):
                      fixture("classifier_rows.npy"), "--y", "logits", "--target", "0", "-o", tmp_path / "o.npy",
                      expect=2)
     assert "Grad-CAM needs a 4-D (N, H, W, C) layer" in result.stderr and "--layer TENSOR" in result.stderr
+
+
+def test_an_explainer_answers_repeated_calls_from_one_session_as_the_command_does(tmp_path):
+    """Loaded and rewritten once: each call gives what `graphgrad attribute` gives, and
+    later calls build no new ops (the gradient for each kind of target is kept)."""
+    explainer = graphgrad.Explainer(fixture("classifier.pb"), "deeplift", y="logits")
+    first, report = explainer.explain(ROWS, target=1)
+    ops = len(explainer.run.graph.get_operations())
+    again, _ = explainer.explain(ROWS[:2], target=1)
+    assert len(explainer.run.graph.get_operations()) == ops
+    np.testing.assert_allclose(again, first[:2], rtol=1e-6)
+    by_command, _ = attribute_rows(tmp_path, ROWS, "--method", "deeplift", "--y", "logits", "--target", "1")
+    np.testing.assert_allclose(first, by_command, rtol=1e-6)
+    assert [round(c.attribution_sum, 4) for c in report.completeness] == \
+        [round(c.output_difference, 4) for c in report.completeness]
+    per_row, _ = explainer.explain(ROWS, target=np.array([1, 0, 2, 1, 1]))
+    np.testing.assert_allclose(per_row[0], first[0], rtol=1e-6)
+    smooth, report = explainer.explain(ROWS, target=1, noise=graphgrad.Noise(3, 0.0))
+    np.testing.assert_allclose(smooth, first, rtol=1e-6)
+    assert report.noise.startswith("3 samples")

@@ -12,13 +12,14 @@ nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.loading.
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..edits.rewrite import RewriteOptions, rewrite_model
 from ..edits.select import OP, Rule
 from ..errors import GraphgradError, UsageError
 from ..files.io import read_model
+from ..graph.model import Model
 from ..gradients.attribution import NONLINEARITIES
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
@@ -213,126 +214,182 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
     array of x's shape, or of one row) for the methods that take one, None: zeros.
     Every placeholder y reads besides x must be fed (``options.feeds``); rows run
     in batches the graph accepts (:mod:`graphgrad.tf.batches`). Returns
-    ``(attributions, report)``; the file is not changed."""
+    ``(attributions, report)``; the file is not changed. One :class:`Explainer`,
+    used once."""
     import numpy as np
 
-    method = options.method
     model = read_model(path, options.kind)
     if options.x:  # the rows against x's declared shape, from the file, before TensorFlow
         refuse_misshapen_feeds(model, chosen_tags(model, options.tags), {options.x: np.asarray(inputs)}, "--input")
-    rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
-    patched, _ = rewrite_model(model, RewriteOptions(rules=rules, force=True, allow_missing=True))
-    run = prepare_run(patched, [options.x] if options.x else [], options.y, options.tags, options.checkpoint,
-                      options.allow_effects, command="attribute", feeds=options.feeds, fed_are_not_x=True)
-    if len(run.x_tensors) != 1:
-        raise UsageError(
-            f"attribute differentiates with respect to one x; name it with --x (found {', '.join(run.xs)})"
-        )
-    x_tensor = run.x_tensors[0]
-    one_target = options.target if isinstance(options.target, int) else None
-    report = AttributionReport(path, method.name, run.xs[0], run.y, one_target, notes=run.moved_notes())
-    if options.target is None:
-        softmax = summed_softmax(run.y_tensor)
-        if softmax is not None:
-            raise UsageError(softmax.describe().replace("\n ", ";"))
-    with run.graph.as_default():
-        feed = given_feeds(run.graph, options.feeds)
-    report.feeds = {tensor.name: "given" for tensor in feed}
-    _refuse_unfed(path, run, x_tensor, feed)
-    given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
-    path_ops = ops_between([x_tensor], run.y_tensor)
-    on_path = _op_types_run(run, path_ops)
-    report.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
-    if method.rules:
-        report.uncovered = sorted(on_path - set(given) - PASS_THROUGH) + _products(path_ops, x_tensor)
-    if report.uncovered and method.complete and not options.allow_uncovered:
-        raise GraphgradError(
-            f"{path}: {method.name} has no rule for {', '.join(report.uncovered)} on the path from {report.x} to "
-            f"{report.y}, so its attributions would not mean what it says; to compute them anyway, add "
-            "--allow-uncovered"
-        )
-    inputs = np.asarray(inputs, dtype=x_tensor.dtype.as_numpy_dtype)
-    if not x_tensor.shape.is_compatible_with(inputs.shape):
-        wanted = x_tensor.shape.as_list() if x_tensor.shape.rank is not None else "any shape"
-        raise UsageError(f"--input has shape {list(inputs.shape)}, and {report.x} takes {wanted} (None: any size)")
-    try:
-        base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
-            np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
-    except ValueError:
-        raise UsageError(f"--baseline has shape {list(np.shape(baseline))}: give one of the input's shape "
-                         f"{list(inputs.shape)}, or of one row") from None
-    batching = batching_for(x_tensor, path_ops, inputs[:1].nbytes)
-    report.batch = batching.rows if batching.fixed else None
-    if method.name == "deeplift" and batching.fixed and batching.rows % 2:
-        raise GraphgradError(
-            f"{path}: deeplift runs each row beside its baseline in one batch, and the graph takes batches of "
-            f"exactly {batching.rows} rows ({batching.why}), an odd number; use integrated_gradients, or a "
-            "graph whose batch is free"
-        )
-    by_row = options.target is not None and not isinstance(options.target, int)
-    if by_row and run.y_tensor.shape.rank != 2:
-        raise UsageError(f"--target {'predicted' if isinstance(options.target, str) else 'FILE.npy'} chooses one "
-                         f"class per row of y of shape [rows, classes]; {report.y} has shape "
-                         f"{run.y_tensor.shape.as_list() if run.y_tensor.shape.rank is not None else 'unknown'}")
-    tf = tensorflow()
-    with run.graph.as_default(), tf1_control_flow(run.graph):
-        row_targets = tf.compat.v1.placeholder(tf.int32, [None], name="graphgrad_targets") if by_row else None
-        output = (tf.gather(run.y_tensor, row_targets, axis=1, batch_dims=1) if by_row
-                  else tensor_entry(run.y_tensor, options.target))
-        if method.cam:
-            layer = _cam_layer(run, x_tensor, path_ops, options.layer)
-            report.layer = layer.name
-            gradient = _grad_cam(tf, output, layer, x_tensor)
-        else:
-            [gradient] = tf.compat.v1.gradients(output, [x_tensor])
-        report.training_flags = training_flags(run.session, run.graph, unfed_inputs([output], feed)[1])
-    if gradient is None:
-        raise GraphgradError(f"{path}: {report.y} does not depend on {report.x} through floats: no attribution; "
-                             f"graphgrad check {path} --x {report.x} --y {report.y} says why")
-    deadline = time.monotonic() + options.timeout
+    return Explainer(model, options.method, **{f.name: getattr(options, f.name) for f in fields(options)
+                                               if f.name != "method"}).explain(inputs, baseline=baseline)
 
-    targets = None
 
-    def evaluate(fetch, value, origins=None):
-        remaining = deadline - time.monotonic()
-        run_options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000)))
-        fed = {**feed, x_tensor: value}
-        if targets is not None and origins is not None:
-            fed[row_targets] = targets[origins]
+class Explainer:
+    """A model read, rewritten for one attribution method and imported once, whose
+    :meth:`explain` answers every call from the same session: the gradient ops are
+    built once for each kind of target (one class for all rows, one per row, or the
+    sum of y) and kept.
+
+    ``model``: a path or a :class:`~graphgrad.graph.model.Model`; ``method``: a
+    :class:`Method` or its text (``"deeplift"``, ``"integrated_gradients(steps=64)"``);
+    ``settings``: the other fields of :class:`AttributeOptions` (``x``, ``y``,
+    ``target``, ``feeds``, ``layer``, ``noise``, ...), whose ``target``, ``noise``
+    and ``timeout`` are each call's defaults.
+    """
+
+    def __init__(self, model: Any, method: "Method | str", **settings: Any):
+        method = parse_method(method) if isinstance(method, str) else method
+        self.options = options = AttributeOptions(method, **settings)
+        self.model = model if isinstance(model, Model) else read_model(model, options.kind)
+        self.path = self.model.path
+        rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
+        patched, _ = rewrite_model(self.model, RewriteOptions(rules=rules, force=True, allow_missing=True))
+        self.run = run = prepare_run(patched, [options.x] if options.x else [], options.y, options.tags,
+                                     options.checkpoint, options.allow_effects, command="attribute",
+                                     feeds=options.feeds, fed_are_not_x=True)
+        if len(run.x_tensors) != 1:
+            raise UsageError(
+                f"attribute differentiates with respect to one x; name it with --x (found {', '.join(run.xs)})"
+            )
+        self.x = run.x_tensors[0]
+        with run.graph.as_default():
+            self.feed = given_feeds(run.graph, options.feeds)
+        _refuse_unfed(self.path, run, self.x, self.feed)
+        given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
+        self.path_ops = ops_between([self.x], run.y_tensor)
+        on_path = _op_types_run(run, self.path_ops)
+        self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
+        self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH) + _products(self.path_ops, self.x)
+                          if method.rules else [])
+        if self.uncovered and method.complete and not options.allow_uncovered:
+            raise GraphgradError(
+                f"{self.path}: {method.name} has no rule for {', '.join(self.uncovered)} on the path from "
+                f"{run.xs[0]} to {run.y}, so its attributions would not mean what it says; to compute them anyway, "
+                "add --allow-uncovered"
+            )
+        self.tf = tensorflow()
+        self._built: dict = {}  # kind of target -> (output, what is differentiated, row targets, layer, flags)
+        self._batchings: dict = {}  # bytes of a row -> its Batching
+
+    def _ops_for(self, target: Any) -> tuple:
+        """The output, the gradient (Grad-CAM's map for ``gradcam``), the placeholder of
+        per-row targets (or None), the layer and the training flags left on, for
+        ``target``: built once per kind."""
+        tf, run = self.tf, self.run
+        by_row = target is not None and not isinstance(target, int)
+        key = "rows" if by_row else target
+        if key in self._built:
+            return self._built[key]
+        if by_row and run.y_tensor.shape.rank != 2:
+            raise UsageError(f"--target {'predicted' if isinstance(target, str) else 'FILE.npy'} chooses one class "
+                             f"per row of y of shape [rows, classes]; {run.y} has shape "
+                             f"{run.y_tensor.shape.as_list() if run.y_tensor.shape.rank is not None else 'unknown'}")
+        with run.graph.as_default(), tf1_control_flow(run.graph):
+            row_targets = tf.compat.v1.placeholder(tf.int32, [None], name="graphgrad_targets") if by_row else None
+            output = (tf.gather(run.y_tensor, row_targets, axis=1, batch_dims=1) if by_row
+                      else tensor_entry(run.y_tensor, target))
+            layer = None
+            if self.options.method.cam:
+                layer = _cam_layer(run, self.x, self.path_ops, self.options.layer)
+                gradient = _grad_cam(tf, output, layer, self.x)
+            else:
+                [gradient] = tf.compat.v1.gradients(output, [self.x])
+        if gradient is None:
+            raise GraphgradError(
+                f"{self.path}: {run.y} does not depend on {run.xs[0]} through floats: no attribution; "
+                f"graphgrad check {self.path} --x {run.xs[0]} --y {run.y} says why")
+        flags = training_flags(run.session, run.graph, unfed_inputs([output], self.feed)[1])
+        self._built[key] = output, gradient, row_targets, layer, flags
+        return self._built[key]
+
+    def explain(self, inputs: Any, target: Any = None, baseline: Any = None, noise: "Noise | None" = None
+                ) -> tuple[Any, AttributionReport]:
+        """Attributions of ``y[..., target]`` (``target``: an index; one per row, as an
+        array or ``"predicted"``; None: the default given) to x for every row of
+        ``inputs``, against ``baseline`` (x's shape, or one row; None: zeros) for the
+        methods that take one, smoothed by ``noise`` if given. Returns
+        ``(attributions, report)``."""
+        import numpy as np
+
+        tf, run, options, method = self.tf, self.run, self.options, self.options.method
+        target = options.target if target is None else target
+        noise = options.noise if noise is None else noise
+        one_target = target if isinstance(target, int) else None
+        report = AttributionReport(self.path, method.name, run.xs[0], run.y, one_target, rules=dict(self.rules),
+                                   uncovered=list(self.uncovered), notes=run.moved_notes())
+        report.feeds = {tensor.name: "given" for tensor in self.feed}
+        if target is None:
+            softmax = summed_softmax(run.y_tensor)
+            if softmax is not None:
+                raise UsageError(softmax.describe().replace("\n ", ";"))
+        inputs = np.asarray(inputs, dtype=self.x.dtype.as_numpy_dtype)
+        if not self.x.shape.is_compatible_with(inputs.shape):
+            wanted = self.x.shape.as_list() if self.x.shape.rank is not None else "any shape"
+            raise UsageError(f"--input has shape {list(inputs.shape)}, and {report.x} takes {wanted} (None: any size)")
         try:
-            if remaining <= 0:
-                raise tf.errors.DeadlineExceededError(None, None, "")
-            return run.session.run(fetch, fed, options=run_options)
-        except tf.errors.DeadlineExceededError:
-            raise GraphgradError(f"{path}: the runs took over {options.timeout:g} s and were stopped; give them "
-                                 "longer with --timeout SECONDS") from None
-        except (ValueError, tf.errors.OpError) as error:
-            raise GraphgradError(f"{path}: TensorFlow says: {tensorflow_says(error)}") from None
+            base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
+                np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
+        except ValueError:
+            raise UsageError(f"--baseline has shape {list(np.shape(baseline))}: give one of the input's shape "
+                             f"{list(inputs.shape)}, or of one row") from None
+        row_bytes = inputs[:1].nbytes
+        if row_bytes not in self._batchings:
+            self._batchings[row_bytes] = batching_for(self.x, self.path_ops, row_bytes)
+        batching = self._batchings[row_bytes]
+        report.batch = batching.rows if batching.fixed else None
+        if method.name == "deeplift" and batching.fixed and batching.rows % 2:
+            raise GraphgradError(
+                f"{self.path}: deeplift runs each row beside its baseline in one batch, and the graph takes batches "
+                f"of exactly {batching.rows} rows ({batching.why}), an odd number; use integrated_gradients, or a "
+                "graph whose batch is free"
+            )
+        output, gradient, row_targets, layer, flags = self._ops_for(target)
+        report.layer = layer.name if layer is not None else ""
+        report.training_flags = list(flags)
+        deadline = time.monotonic() + options.timeout
+        targets = None
 
-    if by_row:
-        targets = _row_targets(options.target, inputs, batching, lambda value, _: evaluate(run.y_tensor, value),
-                               run.y_tensor.shape[-1])
-        report.targets = targets.tolist()
+        def evaluate(fetch, value, origins=None):
+            remaining = deadline - time.monotonic()
+            run_options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000)))
+            fed = {**self.feed, self.x: value}
+            if targets is not None and origins is not None:
+                fed[row_targets] = targets[origins]
+            try:
+                if remaining <= 0:
+                    raise tf.errors.DeadlineExceededError(None, None, "")
+                return run.session.run(fetch, fed, options=run_options)
+            except tf.errors.DeadlineExceededError:
+                raise GraphgradError(f"{self.path}: the runs took over {options.timeout:g} s and were stopped; give "
+                                     "them longer with --timeout SECONDS") from None
+            except (ValueError, tf.errors.OpError) as error:
+                raise GraphgradError(f"{self.path}: TensorFlow says: {tensorflow_says(error)}") from None
 
-    def gradient_at(value, origins):
-        return evaluate(gradient, value, origins)
+        if row_targets is not None:
+            targets = _row_targets(target, inputs, batching, lambda value, _: evaluate(run.y_tensor, value),
+                                   run.y_tensor.shape[-1])
+            report.targets = targets.tolist()
 
-    if options.noise is not None:
-        attributions = _smoothed(method, inputs, base, batching, gradient_at, options.noise)
-        noise = options.noise
-        report.noise = f"{noise.samples} samples, sigma {noise.sigma:g} of each row's range, {noise.aggregate}"
-    else:
-        attributions = _attributions(method, inputs, base, batching, gradient_at, np.arange(len(inputs)))
-    report.shape = tuple(attributions.shape)
-    if method.baseline and options.noise is None:
-        def per_row(value, origins):
-            values = np.asarray(evaluate(output, value, origins), dtype=np.float64)
-            return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
+        def gradient_at(value, origins):
+            return evaluate(gradient, value, origins)
 
-        differences = in_batches(per_row, inputs, batching) - in_batches(per_row, base, batching)
-        sums = np.asarray(attributions, dtype=np.float64).reshape(len(inputs), -1).sum(axis=1)
-        report.completeness = [RowCheck(row, float(s), float(d)) for row, (s, d) in enumerate(zip(sums, differences))]
-    return attributions, report
+        if noise is not None:
+            attributions = _smoothed(method, inputs, base, batching, gradient_at, noise)
+            report.noise = f"{noise.samples} samples, sigma {noise.sigma:g} of each row's range, {noise.aggregate}"
+        else:
+            attributions = _attributions(method, inputs, base, batching, gradient_at, np.arange(len(inputs)))
+        report.shape = tuple(attributions.shape)
+        if method.baseline and noise is None:
+            def per_row(value, origins):
+                values = np.asarray(evaluate(output, value, origins), dtype=np.float64)
+                return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
+
+            differences = in_batches(per_row, inputs, batching) - in_batches(per_row, base, batching)
+            sums = np.asarray(attributions, dtype=np.float64).reshape(len(inputs), -1).sum(axis=1)
+            report.completeness = [RowCheck(row, float(s), float(d))
+                                   for row, (s, d) in enumerate(zip(sums, differences))]
+        return attributions, report
 
 
 def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
