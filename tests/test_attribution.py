@@ -569,3 +569,28 @@ def test_an_explainer_answers_repeated_calls_from_one_session_as_the_command_doe
     smooth, report = explainer.explain(ROWS, target=1, noise=graphgrad.Noise(3, 0.0))
     np.testing.assert_allclose(smooth, first, rtol=1e-6)
     assert report.noise.startswith("3 samples")
+
+
+@pytest.mark.parametrize("window, stride", [(3, 2), (4, 4), (8, 1)])
+def test_occlusion_is_the_mean_drop_of_the_windows_over_each_entry(tmp_path, window, stride):
+    """Each window of the image (across channels) set to 0.5 in turn; an entry's
+    attribution is the mean of y's drops over the windows that cover it."""
+    rows = np.load(fixture("image_rows.npy"))[:2]
+    got, report = attribute_rows(tmp_path, rows, "--method", f"occlusion(window={window},stride={stride},value=0.5)",
+                                 "--y", "logits", "--target", "1", model="image_net.pb")
+    assert report["method"] == f"occlusion(window={window},stride={stride},value=0.5)"
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(open(fixture("image_net.pb"), "rb").read()), name="")
+    starts = sorted(set(range(0, 8 - window + 1, stride)) | {8 - window})
+    drops, covered = np.zeros(rows.shape), np.zeros(rows.shape)
+    with v1.Session(graph=graph) as session:
+        plain = session.run("logits:0", {"x:0": rows})[:, 1]
+        for top in starts:
+            for left in starts:
+                occluded = rows.copy()
+                occluded[:, top:top + window, left:left + window, :] = 0.5
+                drop = plain - session.run("logits:0", {"x:0": occluded})[:, 1]
+                drops[:, top:top + window, left:left + window, :] += drop[:, None, None, None]
+                covered[:, top:top + window, left:left + window, :] += 1
+    np.testing.assert_allclose(got, drops / covered, rtol=1e-5, atol=1e-6)

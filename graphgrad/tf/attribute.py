@@ -73,6 +73,7 @@ class Method:
     steps: int = 0  # integrated gradients' steps
     complete: bool = False  # needs a rule at every nonlinearity (refuses uncovered op types)
     cam: bool = False  # Grad-CAM: a layer's activations weighted by their mean gradient, not dy/dx
+    occlusion: tuple = ()  # (window, stride, value): y's drop when a window of x is set to value, no gradient
 
 
 def _methods(name: str, args: dict) -> Method:
@@ -107,6 +108,13 @@ def _methods(name: str, args: dict) -> Method:
                         complete=True)
     elif name == "gradcam":
         method = Method(name, cam=True)
+    elif name == "occlusion":
+        window, stride, value = take("window", 4, int), take("stride", 0, int), take("value", 0.0)
+        stride = stride or window
+        if window < 1 or stride < 1:
+            raise UsageError(f"--method occlusion: window and stride must be at least 1, got {window} and {stride}")
+        method = Method(f"occlusion(window={window},stride={stride},value={value!r})",
+                        occlusion=(window, stride, value))
     else:
         raise UsageError(f"--method {name}: no such method; the methods are {', '.join(METHODS)}")
     if args:
@@ -115,7 +123,7 @@ def _methods(name: str, args: dict) -> Method:
 
 
 METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
-           "eps_lrp(eps=0.0001)", "deeplift", "gradcam")
+           "eps_lrp(eps=0.0001)", "deeplift", "gradcam", "occlusion(window=4,stride=4,value=0.0)")
 
 
 def parse_method(text: str) -> Method:
@@ -290,7 +298,9 @@ class Explainer:
             output = (tf.gather(run.y_tensor, row_targets, axis=1, batch_dims=1) if by_row
                       else tensor_entry(run.y_tensor, target))
             layer = None
-            if self.options.method.cam:
+            if self.options.method.occlusion:
+                gradient = output  # no gradient: the output itself, run on occluded copies
+            elif self.options.method.cam:
                 layer = _cam_layer(run, self.x, self.path_ops, self.options.layer)
                 gradient = _grad_cam(tf, output, layer, self.x)
             else:
@@ -374,7 +384,13 @@ class Explainer:
         def gradient_at(value, origins):
             return evaluate(gradient, value, origins)
 
-        if noise is not None:
+        if method.occlusion:
+            def output_at(value, origins):
+                values = np.asarray(evaluate(output, value, origins), dtype=np.float64)
+                return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
+
+            attributions = _occluded(inputs, method.occlusion, batching, output_at)
+        elif noise is not None:
             attributions = _smoothed(method, inputs, base, batching, gradient_at, noise)
             report.noise = f"{noise.samples} samples, sigma {noise.sigma:g} of each row's range, {noise.aggregate}"
         else:
@@ -481,6 +497,47 @@ def _attributions(method: Method, inputs: Any, base: Any, batching: Batching, gr
         return (total / method.steps * (inputs - base)).astype(inputs.dtype)
     gradients = in_batches(gradient_at, inputs, batching, origin)
     return gradients * (inputs if method.times_input else 1)
+
+
+def _occluded(inputs: Any, occlusion: tuple, batching: Batching, output_at: Callable) -> Any:
+    """Occlusion (Zeiler and Fergus, 2014): for each window of x (its height and width
+    for an image, N H W C, across channels; else its features after the batch), y's
+    drop when the window is set to ``value``, each entry the mean drop of the windows
+    that cover it. Copies of every row for several windows run together."""
+    import numpy as np
+
+    import itertools
+
+    window, stride, value = occlusion
+    spatial = inputs.shape[1:3] if inputs.ndim == 4 else inputs.shape[1:2]
+    positions = list(itertools.product(*(_window_starts(size, window, stride) for size in spatial)))
+    plain = in_batches(output_at, inputs, batching)
+    drops = np.zeros(inputs.shape, dtype=np.float64)
+    covered = np.zeros(inputs.shape, dtype=np.float64)
+    group = max(1, batching.rows // max(1, len(inputs)))  # windows per chunk of rows
+    for first in range(0, len(positions), group):
+        chosen = positions[first:first + group]
+        copies = np.repeat(inputs[None], len(chosen), axis=0)
+        for index, position in enumerate(chosen):
+            where = (index, slice(None)) + tuple(slice(start, start + window) for start in position)
+            copies[where] = value
+        flat = copies.reshape((-1,) + inputs.shape[1:])
+        origin = np.tile(np.arange(len(inputs)), len(chosen))
+        drop = (np.tile(plain, len(chosen)) - in_batches(output_at, flat, batching, origin)).reshape(len(chosen), -1)
+        for index, position in enumerate(chosen):
+            where = (slice(None),) + tuple(slice(start, start + window) for start in position)
+            shape = (-1,) + (1,) * (inputs.ndim - 1)
+            drops[where] += drop[index].reshape(shape)
+            covered[where] += 1
+    return (drops / np.maximum(covered, 1)).astype(inputs.dtype)
+
+
+def _window_starts(size: int, window: int, stride: int) -> list[int]:
+    """Where windows start along an axis of ``size``: every ``stride``, and the last one at the edge."""
+    starts = list(range(0, max(size - window, 0) + 1, stride))
+    if starts[-1] + window < size:
+        starts.append(size - window)
+    return starts
 
 
 @dataclass(frozen=True)
