@@ -594,3 +594,43 @@ def test_occlusion_is_the_mean_drop_of_the_windows_over_each_entry(tmp_path, win
                 drops[:, top:top + window, left:left + window, :] += drop[:, None, None, None]
                 covered[:, top:top + window, left:left + window, :] += 1
     np.testing.assert_allclose(got, drops / covered, rtol=1e-5, atol=1e-6)
+
+
+BACKGROUND = RNG.normal(size=(4, 5)).astype(np.float32)
+
+
+def test_deepshap_is_deeplift_averaged_over_the_background_and_complete_against_its_mean(tmp_path):
+    rows = RNG.normal(size=(3, 5)).astype(np.float32)
+    got, report = attribute_rows(tmp_path, rows, "--method", "deepshap", "--target", "1", "--baseline",
+                                 _saved_as(tmp_path / "bg.npy", BACKGROUND), model="activations_net.pb")
+    each = [attribute_rows(tmp_path, rows, "--method", "deeplift", "--target", "1", "--baseline",
+                           _saved_as(tmp_path / "one.npy", BACKGROUND[index]), model="activations_net.pb")[0]
+            for index in range(len(BACKGROUND))]
+    np.testing.assert_allclose(got, np.mean(each, axis=0), rtol=1e-5, atol=1e-6)
+    for check in report["completeness"]:  # f(x) - the background's mean output
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)
+
+
+def test_expected_gradients_are_their_formula_with_the_seeds_draws(tmp_path):
+    """The mean over draws of (x - x') dy/dx at x' + a (x - x'), x' a background row
+    and a in [0, 1) drawn as the seed says, computed here in TensorFlow."""
+    rows = RNG.normal(size=(3, 5)).astype(np.float32)
+    args = ["--method", "expected_gradients(samples=16,seed=5)", "--target", "0", "--baseline",
+            _saved_as(tmp_path / "bg.npy", BACKGROUND)]
+    got, report = attribute_rows(tmp_path, rows, *args, model="activations_net.pb")
+    again, _ = attribute_rows(tmp_path, rows, *args, model="activations_net.pb")
+    assert got.tobytes() == again.tobytes() and len(report["completeness"]) == 3
+    rng = np.random.default_rng(5)
+    chosen, alphas = rng.integers(0, 4, (3, 16)), rng.random((3, 16))
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(open(fixture("activations_net.pb"), "rb").read()), name="")
+        x = graph.get_tensor_by_name("x:0")
+        [gradient] = v1.gradients(graph.get_tensor_by_name("logits:0")[..., 0], [x])
+        with v1.Session(graph=graph) as session:
+            expected = np.zeros(rows.shape)
+            for row in range(3):
+                references = BACKGROUND[chosen[row]]
+                points = (references + alphas[row][:, None] * (rows[row] - references)).astype(np.float32)
+                expected[row] = (session.run(gradient, {x: points}) * (rows[row] - references)).mean(axis=0)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

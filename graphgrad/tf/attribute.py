@@ -12,7 +12,7 @@ nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.loading.
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..edits.rewrite import RewriteOptions, rewrite_model
@@ -73,6 +73,9 @@ class Method:
     steps: int = 0  # integrated gradients' steps
     complete: bool = False  # needs a rule at every nonlinearity (refuses uncovered op types)
     cam: bool = False  # Grad-CAM: a layer's activations weighted by their mean gradient, not dy/dx
+    samples: int = 0  # over a background set: expected gradients' draws per row (0: DeepSHAP, every row of it)
+    background: bool = False  # the baseline is a background set of any number of rows, averaged over
+    seed: int = 0  # of expected gradients' draws
     occlusion: tuple = ()  # (window, stride, value): y's drop when a window of x is set to value, no gradient
 
 
@@ -108,6 +111,15 @@ def _methods(name: str, args: dict) -> Method:
                         complete=True)
     elif name == "gradcam":
         method = Method(name, cam=True)
+    elif name == "expected_gradients":
+        samples, seed = take("samples", 200, int), take("seed", 0, int)
+        if samples < 1:
+            raise UsageError(f"--method expected_gradients: samples must be at least 1, got {samples}")
+        method = Method(f"expected_gradients(samples={samples},seed={seed})", times_input=True, baseline=True,
+                        samples=samples, background=True, seed=seed)
+    elif name == "deepshap":
+        method = Method(name, rules=((NONLINEARITIES, "deeplift"),), times_input=True, baseline=True,
+                        complete=True, background=True)
     elif name == "occlusion":
         window, stride, value = take("window", 4, int), take("stride", 0, int), take("value", 0.0)
         stride = stride or window
@@ -123,7 +135,8 @@ def _methods(name: str, args: dict) -> Method:
 
 
 METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
-           "eps_lrp(eps=0.0001)", "deeplift", "gradcam", "occlusion(window=4,stride=4,value=0.0)")
+           "eps_lrp(eps=0.0001)", "deeplift", "deepshap", "expected_gradients(samples=200,seed=0)", "gradcam",
+           "occlusion(window=4,stride=4,value=0.0)")
 
 
 def parse_method(text: str) -> Method:
@@ -337,8 +350,9 @@ class Explainer:
         if not self.x.shape.is_compatible_with(inputs.shape):
             wanted = self.x.shape.as_list() if self.x.shape.rank is not None else "any shape"
             raise UsageError(f"--input has shape {list(inputs.shape)}, and {report.x} takes {wanted} (None: any size)")
+        background = _background(baseline, inputs) if method.background else None
         try:
-            base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
+            base = np.zeros_like(inputs) if baseline is None or method.background else np.broadcast_to(
                 np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
         except ValueError:
             raise UsageError(f"--baseline has shape {list(np.shape(baseline))}: give one of the input's shape "
@@ -348,7 +362,7 @@ class Explainer:
             self._batchings[row_bytes] = batching_for(self.x, self.path_ops, row_bytes)
         batching = self._batchings[row_bytes]
         report.batch = batching.rows if batching.fixed else None
-        if method.name == "deeplift" and batching.fixed and batching.rows % 2:
+        if method.name in ("deeplift", "deepshap") and batching.fixed and batching.rows % 2:
             raise GraphgradError(
                 f"{self.path}: deeplift runs each row beside its baseline in one batch, and the graph takes batches "
                 f"of exactly {batching.rows} rows ({batching.why}), an odd number; use integrated_gradients, or a "
@@ -384,12 +398,14 @@ class Explainer:
         def gradient_at(value, origins):
             return evaluate(gradient, value, origins)
 
-        if method.occlusion:
-            def output_at(value, origins):
-                values = np.asarray(evaluate(output, value, origins), dtype=np.float64)
-                return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
+        def output_at(value, origins):
+            values = np.asarray(evaluate(output, value, origins), dtype=np.float64)
+            return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
 
+        if method.occlusion:
             attributions = _occluded(inputs, method.occlusion, batching, output_at)
+        elif background is not None:
+            attributions = _over_background(method, inputs, background, batching, gradient_at)
         elif noise is not None:
             attributions = _smoothed(method, inputs, base, batching, gradient_at, noise)
             report.noise = f"{noise.samples} samples, sigma {noise.sigma:g} of each row's range, {noise.aggregate}"
@@ -397,11 +413,13 @@ class Explainer:
             attributions = _attributions(method, inputs, base, batching, gradient_at, np.arange(len(inputs)))
         report.shape = tuple(attributions.shape)
         if method.baseline and noise is None:
-            def per_row(value, origins):
-                values = np.asarray(evaluate(output, value, origins), dtype=np.float64)
-                return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
-
-            differences = in_batches(per_row, inputs, batching) - in_batches(per_row, base, batching)
+            if background is not None:  # against the background's mean output, each row with its target
+                origin = np.repeat(np.arange(len(inputs)), len(background))
+                repeated = np.tile(background, (len(inputs),) + (1,) * (inputs.ndim - 1))
+                reference = in_batches(output_at, repeated, batching, origin).reshape(len(inputs), -1).mean(axis=1)
+            else:
+                reference = in_batches(output_at, base, batching)
+            differences = in_batches(output_at, inputs, batching) - reference
             sums = np.asarray(attributions, dtype=np.float64).reshape(len(inputs), -1).sum(axis=1)
             report.completeness = [RowCheck(row, float(s), float(d))
                                    for row, (s, d) in enumerate(zip(sums, differences))]
@@ -530,6 +548,50 @@ def _occluded(inputs: Any, occlusion: tuple, batching: Batching, output_at: Call
             drops[where] += drop[index].reshape(shape)
             covered[where] += 1
     return (drops / np.maximum(covered, 1)).astype(inputs.dtype)
+
+
+def _background(baseline: Any, inputs: Any) -> Any:
+    """The background set of expected gradients and DeepSHAP: rows of x's shape
+    (one row without its batch axis too), zeros (one row) when none is given."""
+    import numpy as np
+
+    if baseline is None:
+        return np.zeros((1,) + inputs.shape[1:], dtype=inputs.dtype)
+    background = np.asarray(baseline, dtype=inputs.dtype)
+    if background.shape == inputs.shape[1:]:
+        background = background[None]
+    if background.shape[1:] != inputs.shape[1:] or not len(background):
+        raise UsageError(f"--baseline has shape {list(background.shape)}: a background set is rows of x's shape "
+                         f"{['rows'] + list(inputs.shape[1:])}")
+    return background
+
+
+def _over_background(method: Method, inputs: Any, background: Any, batching: Batching, gradient_at: Callable) -> Any:
+    """Attributions averaged over a background set, as SHAP averages them. DeepSHAP:
+    DeepLIFT against every background row, the mean. Expected gradients (Erion et
+    al., 2021): the mean of (x - x') dy/dx at x' + a (x - x'), for ``method.samples``
+    draws of a background row x' and a in [0, 1) per row, seeded."""
+    import numpy as np
+
+    count = len(background)
+    if not method.samples:  # DeepSHAP: each row beside each background row
+        rows = np.repeat(inputs, count, axis=0)
+        references = np.tile(background, (len(inputs),) + (1,) * (inputs.ndim - 1))
+        origin = np.repeat(np.arange(len(inputs)), count)
+        each = _attributions(replace(method, name="deeplift"), rows, references, batching, gradient_at, origin)
+        return each.reshape((len(inputs), count) + inputs.shape[1:]).mean(axis=1).astype(inputs.dtype)
+    rng = np.random.default_rng(method.seed)
+    chosen = rng.integers(0, count, (len(inputs), method.samples))
+    alphas = rng.random((len(inputs), method.samples))
+    origin = np.repeat(np.arange(len(inputs)), method.samples)
+    references = background[chosen.reshape(-1)]
+    differences = inputs[origin] - references
+    shape = (-1,) + (1,) * (inputs.ndim - 1)
+    points = (references + alphas.reshape(shape) * differences).astype(inputs.dtype)
+    gradients = in_batches(gradient_at, points, batching, origin)
+    each = (np.asarray(gradients, dtype=np.float64) * differences).reshape((len(inputs), method.samples)
+                                                                           + inputs.shape[1:])
+    return each.mean(axis=1).astype(inputs.dtype)
 
 
 def _window_starts(size: int, window: int, stride: int) -> list[int]:
