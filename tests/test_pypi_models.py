@@ -50,13 +50,17 @@ def _download(folder, requirement):
     return found[0]
 
 
-@pytest.fixture(scope="module")
-def basic_pitch(tmp_path_factory):
+def _from_wheel(tmp_path_factory, requirement: str, member: str):
+    """The files under ``member`` of the wheel of ``requirement``, extracted; their path."""
     folder = tmp_path_factory.mktemp("pypi")
-    requirement, member = BASIC_PITCH
     with zipfile.ZipFile(_download(folder, requirement)) as archive:
         archive.extractall(folder, [name for name in archive.namelist() if name.startswith(member)])
     return folder / member
+
+
+@pytest.fixture(scope="module")
+def basic_pitch(tmp_path_factory):
+    return _from_wheel(tmp_path_factory, *BASIC_PITCH)
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +76,7 @@ def cutkum(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tfx_trainer(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("pypi")
-    requirement, member = TFX
-    with zipfile.ZipFile(_download(folder, requirement)) as archive:
-        archive.extract(member, folder)
-    return folder / member
+    return _from_wheel(tmp_path_factory, *TFX)
 
 
 def test_a_real_identity_forward_custom_gradient_repairs(tfx_trainer, tmp_path):
@@ -101,11 +101,7 @@ def test_a_real_identity_forward_custom_gradient_repairs(tfx_trainer, tmp_path):
 
 @pytest.fixture(scope="module")
 def musicnn(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("pypi")
-    requirement, member = MUSICNN
-    with zipfile.ZipFile(_download(folder, requirement)) as archive:
-        archive.extractall(folder, [name for name in archive.namelist() if name.startswith(member)])
-    return folder / member / ".meta"
+    return _from_wheel(tmp_path_factory, *MUSICNN) / ".meta"
 
 
 def test_check_on_a_real_tf1_training_checkpoint(musicnn):
