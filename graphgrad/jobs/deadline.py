@@ -64,7 +64,10 @@ def _run_in_child(parent: int, sending: Any, job: Callable, args: tuple) -> None
         result = ("error", error)
     except BaseException:  # noqa: BLE001  a bug: its traceback goes to the parent, which raises it
         result = ("bug", traceback.format_exc())
-    sending.send(result)
+    try:
+        sending.send(result)
+    except Exception:  # noqa: BLE001  an answer that does not pickle: said as a bug, with its traceback
+        sending.send(("bug", traceback.format_exc()))
     sending.close()
 
 
