@@ -274,7 +274,7 @@ def test_graph_def_where_a_saved_model_directory_is_expected(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("typed, meant", [("rewite", "rewrite"), ("inspect", "ops"), ("show", "ops")])
+@pytest.mark.parametrize("typed, meant", [("rewite", "rewrite"), ("inspect", "ops"), ("draw", "show")])
 def test_a_misspelt_command_gets_a_suggestion(typed, meant):
     result = run_cli(typed, expect=2)
     assert f"no such command '{typed}'. Did you mean '{meant}'?" in result.stderr

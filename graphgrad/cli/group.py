@@ -13,7 +13,7 @@ from .render import error, json_error
 # command name -> module in graphgrad.cli; each is imported only when run (or listed).
 COMMANDS = {
     "ops": "ops", "rewrite": "rewrite", "insert": "insert", "bypass": "bypass", "reset": "reset",
-    "diff": "diff", "check": "check", "attribute": "attribute", "gradients": "gradients",
+    "diff": "diff", "check": "check", "attribute": "attribute", "show": "show", "gradients": "gradients",
 }
 SUMMARIES = {
     "ops": "List op types with node counts, and gradient overrides with their status.",
@@ -24,12 +24,13 @@ SUMMARIES = {
     "diff": "Nodes added, removed, rewired and changed attributes between A and B.",
     "check": "Compute dy/dx with TensorFlow and explain it (needs TensorFlow).",
     "attribute": "Saliency and relevance maps by gradient rules: DeepLIFT, LRP, ... (needs TensorFlow).",
+    "show": "Draw the gradient path from x to y, with its overrides, blockers and surrogates.",
     "gradients": "List gradients: name, kind, parameters with defaults, formula, aliases.",
 }
 
 # Words users reach for, and the command that does it.
 ALIASES = {
-    "inspect": "ops", "show": "ops", "list": "ops", "info": "ops", "patch": "rewrite", "override": "rewrite",
+    "inspect": "ops", "draw": "show", "list": "ops", "info": "ops", "patch": "rewrite", "override": "rewrite",
     "undo": "reset", "remove": "reset", "bpda": "bypass", "explain": "attribute", "saliency": "attribute",
     "compare": "diff", "verify": "check", "test": "check",
 }

@@ -1,0 +1,295 @@
+"""graphgrad show: a picture of the gradient path from x to y, with every override,
+blocker and surrogate on it (DOT; SVG and a self-contained HTML page laid out by
+Graphviz's ``dot``).
+
+It reads the file as every file command does, without TensorFlow: the path is the
+nodes that lie between x and y through data inputs, and the marks come from the
+nodes themselves (their override and its status, graphgrad's own nodes, the op
+types whose TensorFlow gradient is None or zero, casts to integers). What only a
+run can tell (a zero gradient on this feed) is ``check``'s.
+"""
+
+import html
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..edits.nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE
+from ..edits.summary import DANGLING, classify_override
+from ..errors import GraphgradError, UsageError
+from ..files.io import read_model, write_chunks
+from ..graph.functions import saved_gradients
+from ..graph.hints import close_names
+from ..graph.model import SAVEDMODEL, Model, override_of
+from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
+
+FORMATS = (".dot", ".svg", ".html")
+GRAPHVIZ_TIMEOUT = 120.0  # seconds dot may take to lay out a path
+INTEGER_TYPES = {3, 4, 5, 6, 9, 10, 17, 22, 23}  # DataType: int32, uint8, int16, int8, int64, bool, uint16, ...
+
+# The marks, each with its colour and its line in the legend, in the order they win.
+MARKS = {
+    "blocker": ("#d62728", "the gradient stops here (no gradient, zero, StopGradient, a cast to integers)"),
+    "dangling": ("#8c564b", "an override no process can resolve (tf.custom_gradient's CustomGradient-<n>)"),
+    "override": ("#1f77b4", "a gradient override (_gradient_op_type)"),
+    "surrogate": ("#2ca02c", "an --embed surrogate or an inserted gradient"),
+    "bypass": ("#9467bd", "a bypass (BPDA): the region's gradient goes around it"),
+    "intended": ("#7f7f7f", "stopped on purpose (tf.nn.moments' StopGradient)"),
+    "scope": ("#bcbd22", "a name scope collapsed into one box"),
+}
+
+
+@dataclass(frozen=True)
+class ShowOptions:
+    """What ``graphgrad show`` draws: the path from ``x`` to ``y`` (either may be
+    None: from the inputs, to the outputs), scopes collapsed past ``max_nodes``."""
+
+    x: tuple = ()
+    y: str | None = None
+    max_nodes: int = 150
+    tags: str | None = None
+    kind: str | None = None
+
+
+@dataclass
+class Picture:
+    """The path as drawn: each node (or collapsed scope) with its mark."""
+
+    nodes: dict = field(default_factory=dict)  # name -> (op type, mark or "", tooltip)
+    edges: set = field(default_factory=set)  # (from, to)
+    collapsed: dict = field(default_factory=dict)  # scope -> count of nodes inside
+
+
+def show_model(path: str, out: str, options: ShowOptions) -> Picture:
+    """Draw the gradient path of the model at ``path`` into ``out`` (.dot, .svg or
+    .html); returns what was drawn. Nothing is written on any failure."""
+    extension = os.path.splitext(out)[1].lower()
+    if extension not in FORMATS:
+        raise UsageError(f"-o {out}: show writes {', '.join(FORMATS)}; name a file ending in one of them")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise UsageError(f"-o {out}: no directory {folder}; create it first")
+    model = read_model(path, options.kind)
+    picture = path_picture(_graph_def(model, options.tags), options)
+    dot = to_dot(picture)
+    if extension == ".dot":
+        write_chunks(out, [dot.encode()])
+    else:
+        svg = layout(dot)
+        write_chunks(out, [(svg if extension == ".svg" else to_html(svg, path)).encode()])
+    return picture
+
+
+def _graph_def(model: Model, tags: str | None) -> Any:
+    graphs = model.graphs()
+    if model.kind == SAVEDMODEL and tags is not None:
+        wanted = {tag.strip() for tag in tags.split(",")}
+        graphs = [(label, graph) for label, graph in graphs if set(label.split(",")) == wanted]
+    if len(graphs) != 1:
+        raise UsageError(f"{model.path} holds {len(graphs)} graphs; choose one with --tag "
+                         f"({'; '.join(label for label, _ in model.graphs())})")
+    return graphs[0][1]
+
+
+def _name(ref: str) -> str:
+    return ref.lstrip("^").split(":")[0]
+
+
+def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
+    """The nodes between x and y (through data inputs) with their marks."""
+    nodes = {node.name: node for node in graph_def.node}
+    for wanted in [options.y] * bool(options.y) + list(options.x):
+        if _name(wanted) not in nodes:
+            close = close_names(_name(wanted), list(nodes), cutoff=0.5)
+            raise UsageError(f"no tensor {wanted!r} in the graph" + (f"; close ones: {', '.join(close)}" if close
+                                                                      else ""))
+    inputs = {name: [_name(ref) for ref in node.input if not ref.startswith("^")] for name, node in nodes.items()}
+    on_path = set(nodes)
+    if options.y:
+        on_path &= _reach([_name(options.y)], inputs)
+    if options.x:
+        consumers: dict = {}
+        for name, sources in inputs.items():
+            for source in sources:
+                consumers.setdefault(source, []).append(name)
+        on_path &= _reach([_name(x) for x in options.x], consumers)
+        missing = [x for x in options.x if _name(x) not in on_path]
+        if missing:
+            raise UsageError(f"{missing[0]} is not an ancestor of {options.y}: no path to draw (graphgrad check "
+                             "says the same of its gradient)")
+    saved = saved_gradients(graph_def)
+    picture = Picture()
+    for name in (node.name for node in graph_def.node if node.name in on_path):
+        node = nodes[name]
+        mark, why = _mark(node, nodes, saved)
+        picture.nodes[name] = (node.op, mark, f"{name} ({node.op})" + (f": {why}" if why else ""))
+        picture.edges |= {(source, name) for source in inputs[name] if source in on_path}
+    if len(picture.nodes) > options.max_nodes:
+        _collapse(picture)
+    return picture
+
+
+def _reach(starts: Iterable[str], links: dict) -> set:
+    seen, stack = set(), list(starts)
+    while stack:
+        name = stack.pop()
+        if name not in seen:
+            seen.add(name)
+            stack.extend(links.get(name, ()))
+    return seen
+
+
+def _mark(node, nodes: dict, saved: dict) -> tuple[str, str]:
+    """The mark of a node on the path, and why."""
+    attrs = node.attr
+    if BYPASS in attrs:
+        return "bypass", "the bypass's output: the gradient goes to " + attrs[BYPASS].s.decode("utf-8", "replace")
+    if EMBED_SPEC in attrs or SOURCE in attrs:
+        spec = attrs[EMBED_SPEC].s.decode("utf-8", "replace") if EMBED_SPEC in attrs else "inserted"
+        return "surrogate", spec
+    if GROUP in attrs:
+        return "surrogate", "part of a surrogate graphgrad wrote"
+    override = override_of(node)
+    if override:
+        status, _ = classify_override(override, saved)
+        return ("dangling" if status == DANGLING else "override"), f"{override} ({status})"
+    if node.op in STOPPERS:
+        if _moments_stop(node, nodes):
+            return "intended", "tf.nn.moments' StopGradient: on purpose"
+        return "blocker", f"{node.op} stops the gradient"
+    if node.op in ZERO_GRADIENT:
+        return "blocker", "TensorFlow's gradient is zero everywhere"
+    if node.op in NONE_GRADIENT:
+        return "blocker", "TensorFlow's gradient is None"
+    if node.op == "Cast" and node.attr["DstT"].type in INTEGER_TYPES:
+        return "blocker", "a cast to integers: TensorFlow never backpropagates through it"
+    return "", ""
+
+
+def _moments_stop(node, nodes: dict) -> bool:
+    """tf.nn.moments' StopGradient, by its structure (as check tells it)."""
+    source = nodes.get(_name(node.input[0])) if node.input else None
+    if source is None or source.op != "Mean":
+        return False
+    averaged = _name(source.input[0]) if source.input else ""
+    return any(other.op == "SquaredDifference" and {node.name, averaged} <= set(map(_name, other.input))
+               for other in nodes.values())
+
+
+def _collapse(picture: Picture) -> None:
+    """Name scopes into one box each, but those holding a blocker (kept open)."""
+    scope_of = {name: name.split("/")[0] if "/" in name else "" for name in picture.nodes}
+    open_scopes = {scope_of[name] for name, (_, mark, _) in picture.nodes.items() if mark == "blocker"}
+    box = {name: scope for name, scope in scope_of.items() if scope and scope not in open_scopes}
+    kept: dict = {}
+    for name, value in picture.nodes.items():
+        if name in box:
+            scope = box[name]
+            picture.collapsed[scope] = picture.collapsed.get(scope, 0) + 1
+            marks = kept.get(f"{scope}/*", ("scope", "scope", ""))[2]
+            mark = value[1]
+            kept[f"{scope}/*"] = ("scope", "scope", marks + (f" {mark}" if mark and mark not in marks else ""))
+        else:
+            kept[name] = value
+    for scope, count in picture.collapsed.items():
+        marks = kept[f"{scope}/*"][2].split()
+        kept[f"{scope}/*"] = ("scope", "scope", f"{scope}: {count} nodes" + (f" ({', '.join(marks)})" if marks
+                                                                            else ""))
+    picture.edges = {(box.get(a, a) + "/*" if a in box else a, box.get(b, b) + "/*" if b in box else b)
+                     for a, b in picture.edges}
+    picture.edges = {(a, b) for a, b in picture.edges if a != b}
+    picture.nodes = kept
+
+
+def _short(name: str, limit: int = 28) -> str:
+    return name if len(name) <= limit else "..." + name[-(limit - 3):]
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _text_colour(mark: str) -> str:
+    return "white" if mark and mark not in ("scope", "intended") else "black"
+
+
+def to_dot(picture: Picture) -> str:
+    """The picture in Graphviz's DOT language, with a legend of the marks it uses."""
+    lines = ["digraph gradient_path {", "  rankdir=TB;",
+             '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];']
+    for name, (op, mark, tooltip) in picture.nodes.items():
+        colour = MARKS[mark][0] if mark else "#ffffff"
+        label = _quoted(op)[:-1] + "\\n" + _quoted(_short(name))[1:]  # two lines: DOT's own \n
+        lines.append(f"  {_quoted(name)} [label={label}, tooltip={_quoted(tooltip)}, fillcolor={_quoted(colour)}, "
+                     f"fontcolor={_text_colour(mark)}, id={_quoted('node:' + name)}];")
+    for source, target in sorted(picture.edges):
+        lines.append(f"  {_quoted(source)} -> {_quoted(target)};")
+    used = [mark for mark in MARKS if any(value[1] == mark for value in picture.nodes.values())]
+    if used:
+        lines.append('  subgraph cluster_legend { label="legend"; fontname="Helvetica"; fontsize=10;')
+        for mark in used:
+            colour, meaning = MARKS[mark]
+            lines.append(f"    {_quoted('legend:' + mark)} [label={_quoted(mark + ': ' + meaning)}, "
+                         f"fillcolor={_quoted(colour)}, fontcolor={_text_colour(mark)}, shape=box, "
+                         f"id={_quoted('legend:' + mark)}];")
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def layout(dot: str) -> str:
+    """SVG laid out by Graphviz's ``dot`` (on PATH), stopped after GRAPHVIZ_TIMEOUT."""
+    program = shutil.which("dot")
+    if program is None:
+        raise GraphgradError("drawing .svg or .html needs Graphviz's dot, which is not on PATH: install it "
+                             "(apt-get install graphviz, brew install graphviz), or write .dot")
+    try:
+        done = subprocess.run([program, "-Tsvg"], input=dot, capture_output=True, text=True,
+                              timeout=GRAPHVIZ_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise GraphgradError(f"Graphviz's dot took over {GRAPHVIZ_TIMEOUT:g} s to lay out the path and was "
+                             "stopped; draw fewer nodes (--max-nodes) or write .dot") from None
+    if done.returncode:
+        raise GraphgradError(f"Graphviz's dot failed: {done.stderr.strip()[:300]}")
+    return done.stdout
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>gradient path of {title}</title>
+<style>
+body {{ margin: 0; font-family: Helvetica, Arial, sans-serif; }}
+#bar {{ position: fixed; top: 0; left: 0; right: 0; padding: 6px; background: #f4f4f4; border-bottom: 1px solid #ccc; }}
+#view {{ position: absolute; top: 40px; left: 0; right: 0; bottom: 0; overflow: hidden; cursor: grab; }}
+#view svg {{ transform-origin: 0 0; }}
+g.node.found polygon, g.node.found path {{ stroke: #ff7f0e; stroke-width: 4px; }}
+</style></head><body>
+<div id="bar">gradient path of <b>{title}</b> &nbsp; <input id="search" placeholder="search a node name" size="40">
+<span id="count"></span> &nbsp; drag to pan, wheel to zoom</div>
+<div id="view">{svg}</div>
+<script>
+const view = document.getElementById("view"), svg = view.querySelector("svg");
+let scale = 1, x = 0, y = 0, drag = null;
+function place() {{ svg.style.transform = `translate(${{x}}px, ${{y}}px) scale(${{scale}})`; }}
+view.addEventListener("wheel", e => {{ e.preventDefault(); const f = e.deltaY < 0 ? 1.15 : 1 / 1.15;
+  x = e.offsetX - (e.offsetX - x) * f; y = e.offsetY - (e.offsetY - y) * f; scale *= f; place(); }});
+view.addEventListener("mousedown", e => {{ drag = [e.clientX - x, e.clientY - y]; }});
+window.addEventListener("mouseup", () => {{ drag = null; }});
+window.addEventListener("mousemove", e => {{
+  if (drag) {{ x = e.clientX - drag[0]; y = e.clientY - drag[1]; place(); }} }});
+document.getElementById("search").addEventListener("input", e => {{
+  const text = e.target.value.toLowerCase(); let count = 0;
+  for (const node of svg.querySelectorAll("g.node")) {{
+    const name = node.querySelector("title").textContent.toLowerCase();
+    const hit = text && name.includes(text); node.classList.toggle("found", hit); if (hit) count++; }}
+  document.getElementById("count").textContent = text ? count + " found" : ""; }});
+</script></body></html>
+"""
+
+
+def to_html(svg: str, title: str) -> str:
+    """One page that opens offline: the SVG inline, pan, zoom and a search by name, no fetch."""
+    start = svg.find("<svg")
+    return _PAGE.format(title=html.escape(title), svg=svg[start:] if start >= 0 else svg)

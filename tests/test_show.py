@@ -1,0 +1,154 @@
+"""graphgrad show: the gradient path drawn with its marks, as DOT, SVG and a page a
+browser opens offline (the page rendered in headless Chromium, its pixels and DOM
+looked at); bad input in one line, nothing written."""
+
+import io
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import fixture, run_cli
+
+BINARY_PATH = ["x", "binarize_input/Sign", "dense1/MatMul", "dense1/Sign", "dense2/MatMul", "dense2/logits"]
+
+
+def dot_nodes(text: str) -> dict:
+    """``{name: (fill colour, tooltip)}`` of a DOT picture's nodes (the legend's left out)."""
+    found = {}
+    for name, attributes in re.findall(r'^  "([^"]+)" \[(.*)\];$', text, re.M):
+        colour = re.search(r'fillcolor="([^"]+)"', attributes)[1]
+        found[name] = (colour, re.search(r'tooltip="((?:[^"\\]|\\.)*)"', attributes)[1])
+    return found
+
+
+def test_the_path_from_x_to_y_with_its_blockers(tmp_path):
+    out = tmp_path / "path.dot"
+    result = run_cli("show", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "-o", out)
+    assert "6 node(s) on the path" in result.stdout and "marked: blocker" in result.stdout
+    nodes = dot_nodes(out.read_text())
+    assert list(nodes) == BINARY_PATH  # the weights' Signs are not on the path from x
+    assert nodes["dense1/Sign"] == ("#d62728", "dense1/Sign (Sign): TensorFlow's gradient is zero everywhere")
+    assert nodes["dense1/MatMul"][0] == "#ffffff"
+    assert '"legend:blocker"' in out.read_text() and '"legend:override"' not in out.read_text()
+
+
+def test_overrides_and_surrogates_are_marked_with_what_they_are(tmp_path):
+    overridden, embedded = tmp_path / "overridden.pb", tmp_path / "embedded.pb"
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "-o", overridden)
+    run_cli("rewrite", fixture("binary_net.pb"), "--op", "Sign=ste", "--embed", "-o", embedded)
+    run_cli("show", overridden, "--x", "x", "--y", "dense2/logits", "-o", tmp_path / "a.dot")
+    nodes = dot_nodes((tmp_path / "a.dot").read_text())
+    assert nodes["dense1/Sign"] == ("#1f77b4", "dense1/Sign (Sign): graphgrad/ste(clip=1.0) (graphgrad)")
+    run_cli("show", embedded, "--x", "x", "--y", "dense2/logits", "-o", tmp_path / "b.dot")
+    nodes = dot_nodes((tmp_path / "b.dot").read_text())
+    surrogates = [name for name, (colour, _) in nodes.items() if colour == "#2ca02c"]
+    assert any(name.startswith("dense1/Sign/graphgrad_embed") for name in surrogates)
+    assert "ste(clip=1.0)" in nodes[[n for n in surrogates if n.endswith("/output")][0]][1]
+
+
+def test_a_defences_integer_cast_is_where_the_gradient_stops_and_a_bypass_shows_instead(tmp_path):
+    run_cli("show", fixture("quantized_classifier.pb"), "--x", "x", "--y", "logits", "-o", tmp_path / "a.dot")
+    nodes = dot_nodes((tmp_path / "a.dot").read_text())
+    blockers = {name for name, (colour, _) in nodes.items() if colour == "#d62728"}
+    assert any("Round" in nodes[name][1] or "cast to integers" in nodes[name][1] for name in blockers)
+    bypassed = tmp_path / "bypassed.pb"
+    run_cli("bypass", fixture("quantized_classifier.pb"), "--from", "x:0", "--to", "dequantize:0", "-o", bypassed)
+    run_cli("show", bypassed, "--x", "x", "--y", "logits", "-o", tmp_path / "b.dot")
+    nodes = dot_nodes((tmp_path / "b.dot").read_text())
+    assert any(colour == "#9467bd" for colour, _ in nodes.values())
+
+
+def test_past_max_nodes_scopes_collapse_but_one_with_a_blocker_stays_open(tmp_path):
+    out = tmp_path / "path.dot"
+    result = run_cli("show", fixture("dense_net.pb"), "--max-nodes", "3", "-o", out)
+    nodes = dot_nodes(out.read_text())
+    assert "scope(s) collapsed" in result.stdout
+    assert all(name.endswith("/*") or "/" not in name for name in nodes)
+    assert re.match(r"l1_dense: \d+ nodes", nodes["l1_dense/*"][1])
+    run_cli("show", fixture("binary_net.pb"), "--y", "dense2/logits", "--max-nodes", "3", "-o", out)
+    assert {"dense1/Sign", "binarize_input/Sign"} <= set(dot_nodes(out.read_text()))  # holding blockers: open
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--y", "dense2/logitz"], "no tensor 'dense2/logitz' in the graph; close ones: dense2/logits"),
+    (["--x", "dense2/MatMul", "--y", "dense1/MatMul"], "dense2/MatMul is not an ancestor of dense1/MatMul"),
+])
+def test_bad_tensors_are_one_line_and_nothing_is_written(tmp_path, args, message):
+    out = tmp_path / "path.dot"
+    result = run_cli("show", fixture("binary_net.pb"), *args, "-o", out, expect=2)
+    assert message in result.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("out, message", [("nowhere/path.dot", "no directory"), ("path.png", "show writes .dot")])
+def test_bad_outputs_are_one_line(tmp_path, out, message):
+    result = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / out, expect=2)
+    assert message in result.stderr
+
+
+def test_without_graphviz_or_when_it_hangs_one_line_and_nothing_written(tmp_path, monkeypatch):
+    import graphgrad.jobs.show as show
+
+    monkeypatch.setattr(show.shutil, "which", lambda name: None)
+    result = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / "a.svg", expect=1)
+    assert "needs Graphviz's dot" in result.stderr and "apt-get install graphviz" in result.stderr
+    monkeypatch.undo()
+    slow = tmp_path / "bin" / "dot"
+    slow.parent.mkdir()
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr(show.shutil, "which", lambda name: str(slow))
+    monkeypatch.setattr(show, "GRAPHVIZ_TIMEOUT", 1.0)
+    result = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / "a.html", expect=1)
+    assert "took over 1 s" in result.stderr
+    assert not (tmp_path / "a.svg").exists() and not (tmp_path / "a.html").exists()
+
+
+needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed "
+                                    "(.ci/run installs it: apt-get install graphviz)")
+
+
+@needs_graphviz
+def test_svg_holds_one_element_per_node_with_its_full_name(tmp_path):
+    out = tmp_path / "path.svg"
+    run_cli("show", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "-o", out)
+    text = out.read_text()
+    assert text.lstrip().startswith("<?xml") and "<svg" in text
+    assert [name for name in BINARY_PATH if f'id="node:{name}"' in text] == BINARY_PATH
+
+
+def chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@needs_graphviz
+@pytest.mark.slow
+@pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (.ci/run installs Debian's "
+                    "chromium)")
+def test_the_page_as_a_browser_shows_it(tmp_path):
+    """Rendered offline in headless Chromium: a screenshot that is not blank and shows
+    the blocker's red and the legend; the DOM holds one node per name, and no
+    script, style or font is fetched from anywhere."""
+    from PIL import Image
+
+    page = tmp_path / "path.html"
+    run_cli("show", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "-o", page)
+    text = page.read_text()
+    assert not re.search(r"(src|href)=\"(https?:)?//", text) and "@import" not in text
+    common = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+              "--window-size=1000,700", f"--user-data-dir={tmp_path / 'profile'}"]
+    shot = tmp_path / "shot.png"
+    subprocess.run(common + [f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert len(colours) > 20  # not blank
+    reds = sum(count for count, (r, g, b) in colours if abs(r - 0xd6) < 8 and abs(g - 0x27) < 8 and abs(b - 0x28) < 8)
+    assert reds > 500  # the blockers and the legend's swatch, in the blocker's colour
+    dom = subprocess.run(common + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    for name in BINARY_PATH:
+        assert dom.count(f'id="node:{name}"') == 1 and f"<title>{name}</title>" in dom
+    assert 'id="legend:blocker"' in dom and 'id="search"' in dom
+    assert os.path.getsize(page) < 5 << 20
