@@ -205,6 +205,16 @@ def test_attribution_of_a_real_tf2_model(basic_pitch, tmp_path):
     np.testing.assert_allclose(np.load(out), note_gradient(guided, x), rtol=1e-4, atol=1e-6)
 
 
+def test_show_draws_a_real_tf2_models_path_through_its_nested_calls(basic_pitch, tmp_path):
+    out = tmp_path / "path.dot"
+    result = run_cli("show", basic_pitch, "--y", "StatefulPartitionedCall", "--max-nodes", "100000", "-o", out)
+    text = out.read_text()
+    relus = [line for line in text.splitlines() if "|" in line and "(Relu)" in line and "tooltip" in line]
+    # the network's three Relus (the model keeps five traces of each; one is run), two calls deep
+    assert len(relus) == 3 and all(line.split('"')[1].count("|") >= 2 for line in relus)
+    assert "node(s) on the path" in result.stdout
+
+
 FEED_SHAPES = ["--shape", "placeholder/inputs=5,2,80", "--shape", "placeholder/fw_state=1,2,896",
                "--feed", "placeholder/keep_prob=1", "--feed", "placeholder/seq_lengths=[5,3]"]
 

@@ -152,3 +152,15 @@ def test_the_page_as_a_browser_shows_it(tmp_path):
         assert dom.count(f'id="node:{name}"') == 1 and f"<title>{name}</title>" in dom
     assert 'id="legend:blocker"' in dom and 'id="search"' in dom
     assert os.path.getsize(page) < 5 << 20
+
+
+def test_a_tf2_saved_models_path_goes_through_the_function_bodies_its_calls_run(tmp_path):
+    """The Sign inside the called function is where the gradient stops, drawn in the
+    box of the function that the call runs."""
+    out = tmp_path / "path.dot"
+    run_cli("show", fixture("tf2_saved_model"), "--y", "PartitionedCall", "-o", out)
+    text = out.read_text()
+    nodes = dot_nodes(text)
+    [sign] = [name for name in nodes if name.endswith("/Sign")]
+    assert "|" in sign and nodes[sign][0] == "#d62728" and "run by" in nodes[sign][1]
+    assert text.count("subgraph cluster_body_") == 2  # the signature wrapper, and the function it calls

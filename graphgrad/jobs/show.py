@@ -21,7 +21,7 @@ from ..edits.nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE
 from ..edits.summary import DANGLING, classify_override
 from ..errors import GraphgradError, UsageError
 from ..files.io import read_model, write_chunks
-from ..graph.functions import saved_gradients
+from ..graph.functions import called_function, saved_gradients
 from ..graph.hints import close_names
 from ..graph.model import SAVEDMODEL, Model, override_of
 from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
@@ -61,6 +61,7 @@ class Picture:
     nodes: dict = field(default_factory=dict)  # name -> (op type, mark or "", tooltip)
     edges: set = field(default_factory=set)  # (from, to)
     collapsed: dict = field(default_factory=dict)  # scope -> count of nodes inside
+    bodies: dict = field(default_factory=dict)  # call node -> (function, names drawn inside its box)
 
 
 def show_model(path: str, out: str, options: ShowOptions) -> Picture:
@@ -121,15 +122,49 @@ def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
             raise UsageError(f"{missing[0]} is not an ancestor of {options.y}: no path to draw (graphgrad check "
                              "says the same of its gradient)")
     saved = saved_gradients(graph_def)
+    library = {function.signature.name: function for function in graph_def.library.function}
     picture = Picture()
     for name in (node.name for node in graph_def.node if node.name in on_path):
         node = nodes[name]
         mark, why = _mark(node, nodes, saved)
         picture.nodes[name] = (node.op, mark, f"{name} ({node.op})" + (f": {why}" if why else ""))
         picture.edges |= {(source, name) for source in inputs[name] if source in on_path}
+        _draw_body(picture, name, called_function(node.op, node.attr), library, saved, set())
     if len(picture.nodes) > options.max_nodes:
         _collapse(picture)
     return picture
+
+
+def _draw_body(picture: Picture, call: str, function: str, library: dict, saved: dict, seen: set) -> None:
+    """The path through the body of ``function``, which the node ``call`` runs: from
+    its arguments to what it returns, drawn in a box of its own inside the picture
+    (names ``CALL|FUNCTION/NODE``), the calls it makes in boxes inside it."""
+    if function not in library or function in seen:
+        return
+    body = library[function]
+    nodes = {node.name: node for node in body.node_def}
+    inputs = {name: [_name(ref) for ref in node.input if not ref.startswith("^")] for name, node in nodes.items()}
+    consumers: dict = {}
+    for name, sources in inputs.items():
+        for source in sources:
+            consumers.setdefault(source, []).append(name)
+    arguments = [arg.name for arg in body.signature.input_arg]
+    returned = [_name(ref) for ref in body.ret.values()]
+    on_path = _reach(returned, inputs) & _reach(arguments, consumers) - set(arguments)
+    prefix = f"{call}|{function}/"
+    drawn = []
+    for name in (node.name for node in body.node_def if node.name in on_path):
+        node = nodes[name]
+        mark, why = _mark(node, nodes, saved)
+        picture.nodes[prefix + name] = (node.op, mark, f"{function}/{name} ({node.op}), run by {call}"
+                                        + (f": {why}" if why else ""))
+        drawn.append(prefix + name)
+        picture.edges |= {(prefix + source, prefix + name) for source in inputs[name] if source in on_path}
+        if set(inputs[name]) & set(arguments):
+            picture.edges.add((call, prefix + name))
+        _draw_body(picture, prefix + name, called_function(node.op, node.attr), library, saved, seen | {function})
+    if drawn:
+        picture.bodies[call] = (function, drawn)
 
 
 def _reach(starts: Iterable[str], links: dict) -> set:
@@ -222,11 +257,18 @@ def to_dot(picture: Picture) -> str:
              '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];']
     for name, (op, mark, tooltip) in picture.nodes.items():
         colour = MARKS[mark][0] if mark else "#ffffff"
-        label = _quoted(op)[:-1] + "\\n" + _quoted(_short(name))[1:]  # two lines: DOT's own \n
+        shown = name.rsplit("|", 1)[-1].split("/", 1)[-1] if "|" in name else name  # in a body: its own name
+        label = _quoted(op)[:-1] + "\\n" + _quoted(_short(shown))[1:]  # two lines: DOT's own \n
         lines.append(f"  {_quoted(name)} [label={label}, tooltip={_quoted(tooltip)}, fillcolor={_quoted(colour)}, "
                      f"fontcolor={_text_colour(mark)}, id={_quoted('node:' + name)}];")
+    for index, (call, (function, names)) in enumerate(sorted(picture.bodies.items())):
+        lines.append(f'  subgraph cluster_body_{index} {{ label={_quoted(function + " (run by " + call + ")")}; '
+                     'style="dashed"; fontname="Helvetica"; fontsize=9;')
+        lines += [f"    {_quoted(name)};" for name in names if name in picture.nodes]
+        lines.append("  }")
     for source, target in sorted(picture.edges):
-        lines.append(f"  {_quoted(source)} -> {_quoted(target)};")
+        style = " [style=dashed]" if "|" in target and "|" not in source else ""
+        lines.append(f"  {_quoted(source)} -> {_quoted(target)}{style};")
     used = [mark for mark in MARKS if any(value[1] == mark for value in picture.nodes.values())]
     if used:
         lines.append('  subgraph cluster_legend { label="legend"; fontname="Helvetica"; fontsize=10;')
