@@ -164,3 +164,13 @@ def test_a_tf2_saved_models_path_goes_through_the_function_bodies_its_calls_run(
     [sign] = [name for name in nodes if name.endswith("/Sign")]
     assert "|" in sign and nodes[sign][0] == "#d62728" and "run by" in nodes[sign][1]
     assert text.count("subgraph cluster_body_") == 2  # the signature wrapper, and the function it calls
+
+
+def test_a_path_too_large_to_lay_out_is_refused_for_pictures_and_written_as_dot(tmp_path, monkeypatch):
+    import graphgrad.jobs.show as show
+
+    monkeypatch.setattr(show, "LAYOUT_LIMIT", 4)
+    result = run_cli("show", fixture("binary_net.pb"), "--y", "dense2/logits", "-o", tmp_path / "a.svg", expect=2)
+    assert "boxes on the path" in result.stderr and "narrow it with --x and --y, or write .dot" in result.stderr
+    assert not (tmp_path / "a.svg").exists()
+    run_cli("show", fixture("binary_net.pb"), "--y", "dense2/logits", "-o", tmp_path / "a.dot")

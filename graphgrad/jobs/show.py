@@ -28,6 +28,7 @@ from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
 
 FORMATS = (".dot", ".svg", ".html")
 GRAPHVIZ_TIMEOUT = 120.0  # seconds dot may take to lay out a path
+LAYOUT_LIMIT = 5000  # boxes a laid-out picture may hold: past it, dot takes minutes and no one reads it
 INTEGER_TYPES = {3, 4, 5, 6, 9, 10, 17, 22, 23}  # DataType: int32, uint8, int16, int8, int64, bool, uint16, ...
 
 # The marks, each with its colour and its line in the legend, in the order they win.
@@ -75,6 +76,9 @@ def show_model(path: str, out: str, options: ShowOptions) -> Picture:
         raise UsageError(f"-o {out}: no directory {folder}; create it first")
     model = read_model(path, options.kind)
     picture = path_picture(_graph_def(model, options.tags), options)
+    if extension != ".dot" and len(picture.nodes) > LAYOUT_LIMIT:
+        raise UsageError(f"{len(picture.nodes)} boxes on the path, even with its name scopes collapsed: more than a "
+                         f"picture shows ({LAYOUT_LIMIT}); narrow it with --x and --y, or write .dot")
     dot = to_dot(picture)
     if extension == ".dot":
         write_chunks(out, [dot.encode()])
@@ -277,6 +281,8 @@ def to_dot(picture: Picture) -> str:
             lines.append(f"    {_quoted('legend:' + mark)} [label={_quoted(mark + ': ' + meaning)}, "
                          f"fillcolor={_quoted(colour)}, fontcolor={_text_colour(mark)}, shape=box, "
                          f"id={_quoted('legend:' + mark)}];")
+        for above, below in zip(used, used[1:]):  # stacked, one mark a line
+            lines.append(f"    {_quoted('legend:' + above)} -> {_quoted('legend:' + below)} [style=invis];")
         lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -303,7 +309,8 @@ _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>gradient path of {title}</title>
 <style>
 body {{ margin: 0; font-family: Helvetica, Arial, sans-serif; }}
-#bar {{ position: fixed; top: 0; left: 0; right: 0; padding: 6px; background: #f4f4f4; border-bottom: 1px solid #ccc; }}
+#bar {{ position: fixed; top: 0; left: 0; right: 0; padding: 6px; background: #f4f4f4; border-bottom: 1px solid #ccc;
+        white-space: nowrap; overflow: hidden; }}
 #view {{ position: absolute; top: 40px; left: 0; right: 0; bottom: 0; overflow: hidden; cursor: grab; }}
 #view svg {{ transform-origin: 0 0; }}
 g.node.found polygon, g.node.found path {{ stroke: #ff7f0e; stroke-width: 4px; }}
