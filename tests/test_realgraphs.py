@@ -281,3 +281,21 @@ def test_check_on_a_real_learner_written_for_a_cluster():
     result = run_cli("check", meta, expect=2)
     assert "has 251 floating-point outputs" in result.stderr and "(+246 more)" in result.stderr
     assert "Cannot assign a device" not in result.stderr
+
+
+def test_deeplift_runs_a_real_estimator_graph_whose_batch_is_fixed(tmp_path):
+    """UniqueMNIST's Estimator reshapes its queue's rows to a fixed batch of 100:
+    inputs and baselines (200 rows) no longer fed at once, but 50 beside 50."""
+    import json
+
+    import numpy as np
+
+    pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.random.default_rng(0).uniform(0, 1, (100, 28, 28, 1)).astype(np.float32))
+    source = os.path.join(REALGRAPHS, "UniqueMNISTsolutions/model.ckpt-20000.meta")
+    report = json.loads(run_cli("attribute", source, "--method", "deeplift", "--x", "Reshape:0", "--y",
+                                "dense/BiasAdd", "--target", "3", "--input", rows, "-o", tmp_path / "out.npy",
+                                "--json").stdout)
+    assert report["batch"] == 100 and report["shape"] == [100, 28, 28, 1]
+    assert np.load(tmp_path / "out.npy").shape == (100, 28, 28, 1)
