@@ -131,8 +131,7 @@ def test_the_page_as_a_browser_shows_it(tmp_path):
     """Rendered offline in headless Chromium: a screenshot that is not blank and shows
     the blocker's red and the legend; the DOM holds one node per name, and no
     script, style or font is fetched from anywhere."""
-    from PIL import Image
-
+    Image = pytest.importorskip("PIL.Image", reason="needs Pillow: pip install -e '.[test]'")
     page = tmp_path / "path.html"
     run_cli("show", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "-o", page)
     text = page.read_text()
