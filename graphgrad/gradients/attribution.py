@@ -11,6 +11,8 @@ from .registry import REPLACEMENT, Param, builtin, check_positive
 # Elementwise nonlinearities: one input, one output of its shape, y = f(x). The
 # op types eps_lrp and deeplift are meant for.
 NONLINEARITIES = RELU_FAMILY + ("Sigmoid", "Tanh", "Softplus", "Softsign")
+# Max pooling: nonlinear over its window; deeplift rescales it there, as SHAP does.
+MAX_POOLS = ("MaxPool", "MaxPoolV2", "MaxPool3D")
 
 
 @builtin(
@@ -37,11 +39,14 @@ def eps_lrp(tf, op, grads, eps):
 
 @builtin(
     REPLACEMENT,
-    formula="dy * (y - y0) / (x - x0), the op's own gradient where |x - x0| < 1e-6  (DeepLIFT rescale; "
-            "the batch is inputs then baselines, as SHAP's DeepExplainer runs it)",
-    op_types=NONLINEARITIES,
+    formula="dy * (y - y0) / (x - x0), the op's own gradient where |x - x0| < 1e-6; on max pooling, the "
+            "rescale over each window, as SHAP defines it  (DeepLIFT rescale; the batch is inputs then "
+            "baselines, as SHAP's DeepExplainer runs it)",
+    op_types=NONLINEARITIES + MAX_POOLS,
 )
 def deeplift(tf, op, grads):
+    if op.type in MAX_POOLS:
+        return _deeplift_max_pool(tf, op, grads)
     x, y = op.inputs[0], op.outputs[0]
     x_in, x_ref = tf.split(x, 2)
     y_in, y_ref = tf.split(y, 2)
@@ -51,6 +56,24 @@ def deeplift(tf, op, grads):
     rescale = tf.tile((y_in - y_ref) / tf.where(tf.abs(delta) < 1e-6, tf.ones_like(delta), delta), both_halves)
     own = own_gradient(op, grads)[0]
     return first_input_only(op, tf.where(tf.abs(tiled_delta) < 1e-6, own, grads[0] * rescale))
+
+
+def _deeplift_max_pool(tf, op, grads):
+    """DeepLIFT's rescale rule for max pooling (SHAP's DeepExplainer, ``maxpool``): the
+    change of each window's max from the baseline to the input, split between the
+    input's and the baseline's arg max by the pool's own gradient, over the change
+    of each entry; zero where an entry does not change. Both halves of the batch get it."""
+    x, y = op.inputs[0], op.outputs[0]
+    x_in, x_ref = tf.split(x, 2)
+    y_in, y_ref = tf.split(y, 2)
+    delta = x_in - x_ref
+    cross_max = tf.maximum(y_in, y_ref)
+    differences = tf.concat([cross_max - y_ref, y_in - cross_max], 0)
+    at_input_max, at_reference_max = tf.split(own_gradient(op, [grads[0] * differences])[0], 2)
+    safe = tf.where(tf.abs(delta) < 1e-7, tf.ones_like(delta), delta)
+    multiplier = tf.where(tf.abs(delta) < 1e-7, tf.zeros_like(delta), (at_input_max + at_reference_max) / safe)
+    both_halves = tf.concat([[2], tf.ones_like(tf.shape(x)[1:])], 0)
+    return first_input_only(op, tf.tile(multiplier, both_halves))
 
 
 @builtin(

@@ -20,7 +20,7 @@ from ..edits.select import OP, Rule
 from ..errors import GraphgradError, UsageError
 from ..files.io import read_model
 from ..graph.model import Model
-from ..gradients.attribution import NONLINEARITIES
+from ..gradients.attribution import MAX_POOLS, NONLINEARITIES
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import first_names, function_bodies, functions_run
@@ -107,7 +107,7 @@ def _methods(name: str, args: dict) -> Method:
         method = Method(f"eps_lrp(eps={eps!r})", rules=((NONLINEARITIES, spec.canonical),), times_input=True,
                         complete=True)
     elif name == "deeplift":
-        method = Method(name, rules=((NONLINEARITIES, "deeplift"),), times_input=True, baseline=True,
+        method = Method(name, rules=((NONLINEARITIES + MAX_POOLS, "deeplift"),), times_input=True, baseline=True,
                         complete=True)
     elif name == "gradcam":
         method = Method(name, cam=True)
@@ -118,7 +118,7 @@ def _methods(name: str, args: dict) -> Method:
         method = Method(f"expected_gradients(samples={samples},seed={seed})", times_input=True, baseline=True,
                         samples=samples, background=True, seed=seed)
     elif name == "deepshap":
-        method = Method(name, rules=((NONLINEARITIES, "deeplift"),), times_input=True, baseline=True,
+        method = Method(name, rules=((NONLINEARITIES + MAX_POOLS, "deeplift"),), times_input=True, baseline=True,
                         complete=True, background=True)
     elif name == "occlusion":
         window, stride, value = take("window", 4, int), take("stride", 0, int), take("value", 0.0)
