@@ -340,3 +340,25 @@ def test_on_a_huge_graph_the_fast_path_says_it_did_not_look_for_larqs_sign(tmp_p
     path.write_bytes(graph_def.SerializeToString())
     result = run_cli("rewrite", path, "--op", "Sign=ste", "--dry-run")
     assert "larq-style Signs of Sign(x) + c were not looked for" in result.stdout
+
+
+def test_embed_on_a_custom_gradient_whose_split_the_graph_cannot_tell_is_refused(tmp_path):
+    """IdentityN(2a, 3b, a, b) with only its first output read: one result of three
+    arguments, or two of two, fit alike; --embed refuses rather than guess which
+    input the gradient goes to (input 1, as it used to take, would be 3b)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        a, b = v1.placeholder(tf.float32, [3], name="a"), v1.placeholder(tf.float32, [3], name="b")
+
+        @tf.custom_gradient
+        def pair(u, v):
+            return (u * 2.0, v * 3.0), lambda du, dv: (du, dv)
+
+        first, _ = pair(a, b)
+        tf.identity(first, name="y")
+    path = tmp_path / "pair.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    result = run_cli("rewrite", path, "--op", "IdentityN=ste", "--force", "--embed", "-o", tmp_path / "out.pb",
+                     expect=1)
+    assert "its results cannot be told from its arguments (2 splits of its 4 inputs" in result.stderr
+    assert not (tmp_path / "out.pb").exists()

@@ -297,10 +297,9 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     if not inputs:
         raise SelectionError(f"{qualified} ({node.op}) has no data input for a surrogate to act on")
     if node.op == "IdentityN" and len(inputs) > 1:
-        # tf.custom_gradient's IdentityN(result, args...): only output 0 is read (checked
-        # above), so it is the one result, and its argument, input 1, is the x of its
-        # gradient (see graphgrad.gradients.common.elementwise_pairs).
-        inputs = inputs[1:]
+        # tf.custom_gradient's IdentityN(results..., args...): only output 0 is read
+        # (checked above); its argument is the x of its gradient.
+        inputs = [_custom_gradient_argument(scope, inputs, qualified)]
     dtype = scope.dtype_of(y_ref)
     x_dtype = scope.dtype_of(inputs[0])
     if dtype is not None and x_dtype is not None and x_dtype != dtype and surrogate_for(spec).replacement is not None:
@@ -309,6 +308,36 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     _, new_ref = build_embedded(scope, inputs[0], y_ref, dtype, spec, node.name, node.device)
     scope.reroute(uses, new_ref)
     return None, want
+
+
+def _custom_gradient_argument(scope: Scope, inputs: list, described: str) -> str:
+    """The argument of result 0 of a ``tf.custom_gradient`` IdentityN with ``inputs``
+    (results, then arguments), the split read from the graph as the loading side
+    reads it (:func:`graphgrad.gradients.common.custom_gradient_results`): results
+    are computed from the arguments, never the other way round; of several splits,
+    the one whose results are the arguments themselves (a forward that is the identity)."""
+    count = len(inputs)
+
+    def same(a: str, b: str) -> bool:
+        return scope.canonical(a) == scope.canonical(b)
+
+    splits = [
+        split for split in range(1, count)
+        if all(any(same(inputs[i], inputs[j]) or scope.depends_on(inputs[i], inputs[j]) for j in range(split, count))
+               for i in range(split))
+        and not any(not same(inputs[i], inputs[j]) and scope.depends_on(inputs[j], inputs[i])
+                    for i in range(split) for j in range(split, count))
+    ]
+    identity = [split for split in splits
+                if 2 * split <= count and all(same(inputs[i], inputs[split + i]) for i in range(split))]
+    chosen = splits if len(splits) == 1 else identity
+    if len(chosen) != 1:
+        raise SelectionError(
+            f"{described} (IdentityN): its results cannot be told from its arguments ({len(splits)} splits of its "
+            f"{count} inputs fit the graph), so --embed does not know which input its gradient goes to. To fix "
+            "this, leave it to an override (without --embed)"
+        )
+    return inputs[chosen[0]]
 
 
 def _refuse_tf1_loop(scope: Scope, node, described: str) -> None:
