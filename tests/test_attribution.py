@@ -659,3 +659,33 @@ def test_deeplift_is_complete_through_max_pooling(tmp_path):
     assert report["rules"] == {"MaxPool": "deeplift", "Relu": "deeplift"} and report["uncovered"] == []
     for check in report["completeness"]:
         assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)
+
+
+def test_grad_cam_plus_plus_is_its_formula(tmp_path):
+    """Grad-CAM++ (as tf-keras-vis computes it, before its resizing and normalising):
+    g = dS/dA, e = exp(S); alpha = e g^2 / (2 e g^2 + e g^3 sum(A)), normalised over
+    the positions; w = sum over positions of relu(e g) alpha; ReLU(sum_k w_k A_k)."""
+    path = _graph_file(tmp_path, strided_cnn)
+    rows = RNG.uniform(0, 1, (2, 8, 8, 3)).astype(np.float32)
+    out = tmp_path / "cam.npy"
+    run_cli("attribute", path, "--method", "gradcam_pp", "--input", _saved(tmp_path, rows), "--y", "logits",
+            "--target", "0", "-o", out)
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
+        x, a_t = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("last:0")
+        score_t = graph.get_tensor_by_name("logits:0")[:, 0]
+        [g_t] = v1.gradients(score_t, [a_t])
+        with v1.Session(graph=graph) as session:
+            a, g, score = (v.astype(np.float64) for v in session.run([a_t, g_t, score_t], {x: rows}))
+    e = np.exp(score)[:, None, None, None]
+    second, third = e * g ** 2, e * g ** 3
+    denominator = 2 * second + third * a.sum(axis=(1, 2), keepdims=True)
+    alpha = second / np.where(second == 0, denominator + 1, denominator)
+    total = alpha.sum(axis=(1, 2), keepdims=True)
+    alpha = alpha / np.where(total == 0, 1, total)
+    weights = (np.maximum(e * g, 0) * alpha).sum(axis=(1, 2), keepdims=True)
+    cam = np.maximum((weights * a).sum(axis=-1, keepdims=True), 0).astype(np.float32)
+    with tf.Graph().as_default(), v1.Session() as session:
+        expected = session.run(tf.image.resize(cam, [8, 8], method="bilinear"))
+    np.testing.assert_allclose(np.load(out), expected, rtol=1e-4, atol=1e-6)

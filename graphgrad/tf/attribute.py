@@ -73,6 +73,7 @@ class Method:
     steps: int = 0  # integrated gradients' steps
     complete: bool = False  # needs a rule at every nonlinearity (refuses uncovered op types)
     cam: bool = False  # Grad-CAM: a layer's activations weighted by their mean gradient, not dy/dx
+    plus: bool = False  # Grad-CAM++'s weights (Chattopadhay et al.) instead of the mean gradient
     samples: int = 0  # over a background set: expected gradients' draws per row (0: DeepSHAP, every row of it)
     background: bool = False  # the baseline is a background set of any number of rows, averaged over
     seed: int = 0  # of expected gradients' draws
@@ -111,6 +112,8 @@ def _methods(name: str, args: dict) -> Method:
                         complete=True)
     elif name == "gradcam":
         method = Method(name, cam=True)
+    elif name == "gradcam_pp":
+        method = Method(name, cam=True, plus=True)
     elif name == "expected_gradients":
         samples, seed = take("samples", 200, int), take("seed", 0, int)
         if samples < 1:
@@ -136,6 +139,7 @@ def _methods(name: str, args: dict) -> Method:
 
 METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
            "eps_lrp(eps=0.0001)", "deeplift", "deepshap", "expected_gradients(samples=200,seed=0)", "gradcam",
+           "gradcam_pp",
            "occlusion(window=4,stride=4,value=0.0)")
 
 
@@ -315,7 +319,7 @@ class Explainer:
                 gradient = output  # no gradient: the output itself, run on occluded copies
             elif self.options.method.cam:
                 layer = _cam_layer(run, self.x, self.path_ops, self.options.layer)
-                gradient = _grad_cam(tf, output, layer, self.x)
+                gradient = _grad_cam(tf, output, layer, self.x, self.options.method.plus)
             else:
                 [gradient] = tf.compat.v1.gradients(output, [self.x])
         if gradient is None:
@@ -444,13 +448,26 @@ def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
     return layers[-1]
 
 
-def _grad_cam(tf: Any, output: Any, layer: Any, x: Any) -> Any:
+def _grad_cam(tf: Any, output: Any, layer: Any, x: Any, plus: bool = False) -> Any:
     """ReLU(sum_k alpha_k A_k), alpha_k the spatial mean of d output / d A_k (Selvaraju
-    et al., 2017), resized bilinearly to x's height and width: (N, H, W, 1)."""
+    et al., 2017), resized bilinearly to x's height and width: (N, H, W, 1). With
+    ``plus``, Grad-CAM++'s weights (Chattopadhay et al., 2018, with the exponential
+    of the score as tf-keras-vis takes it): the positive gradients of exp(S) at each
+    position, weighted by g^2 / (2 g^2 + g^3 sum(A)) normalised over the positions."""
     [slope] = tf.compat.v1.gradients(output, [layer])
     if slope is None:
         raise UsageError(f"Grad-CAM: y does not depend on the layer {layer.name}")
-    weights = tf.reduce_mean(slope, axis=[1, 2], keepdims=True)
+    if plus:
+        score = tf.reduce_sum(tf.reshape(output, [tf.shape(output)[0], -1]), axis=1)
+        first = tf.reshape(tf.exp(score), [-1, 1, 1, 1]) * slope
+        second, third = first * slope, first * slope * slope
+        denominator = 2.0 * second + third * tf.reduce_sum(layer, axis=[1, 2], keepdims=True)
+        alphas = second / (denominator + tf.cast(tf.equal(second, 0.0), second.dtype))
+        total = tf.reduce_sum(alphas, axis=[1, 2], keepdims=True)
+        alphas = alphas / (total + tf.cast(tf.equal(total, 0.0), total.dtype))
+        weights = tf.reduce_sum(tf.nn.relu(first) * alphas, axis=[1, 2], keepdims=True)
+    else:
+        weights = tf.reduce_mean(slope, axis=[1, 2], keepdims=True)
     cam = tf.nn.relu(tf.reduce_sum(weights * layer, axis=-1, keepdims=True))
     size = tf.shape(x)[1:3] if x.shape.rank == 4 else tf.shape(layer)[1:3]
     return tf.image.resize(cam, size, method="bilinear")
