@@ -26,6 +26,8 @@ _EXPORTS = {
     "edits.rewrite": ["RewriteOptions", "RewriteReport", "apply_rules", "rewrite_model"],
     "tf.runtime": ["Registration", "import_graph_def", "override", "register_gradients", "save"],
     "tf.attribute": ["Explainer", "Noise"],
+    "jobs.unfreeze": ["freeze", "unfreeze"],
+    "edits.unfreeze": ["UnfreezeOptions"],
     "edits.select": ["Rule", "parse_rule"],
     "names": ["ATTR"],
     "gradients.spec": ["GradientSpec", "attr_value_for", "parse_spec"],

@@ -13,7 +13,8 @@ from .render import error, json_error
 # command name -> module in graphgrad.cli; each is imported only when run (or listed).
 COMMANDS = {
     "ops": "ops", "rewrite": "rewrite", "insert": "insert", "bypass": "bypass", "reset": "reset",
-    "diff": "diff", "check": "check", "attribute": "attribute", "show": "show", "gradients": "gradients",
+    "diff": "diff", "check": "check", "attribute": "attribute", "show": "show", "unfreeze": "unfreeze",
+    "freeze": "freeze", "gradients": "gradients",
 }
 SUMMARIES = {
     "ops": "List op types with node counts, and gradient overrides with their status.",
@@ -25,6 +26,8 @@ SUMMARIES = {
     "check": "Compute dy/dx with TensorFlow and explain it (needs TensorFlow).",
     "attribute": "Saliency and relevance maps by gradient rules: DeepLIFT, LRP, ... (needs TensorFlow).",
     "show": "Draw the gradient path from x to y, with its overrides, blockers and surrogates.",
+    "unfreeze": "Make a frozen graph's weights variables and write a TF1 training checkpoint.",
+    "freeze": "Fold a checkpoint's trained variables back into constants of a frozen GraphDef.",
     "gradients": "List gradients: name, kind, parameters with defaults, formula, aliases.",
 }
 

@@ -1,0 +1,91 @@
+"""graphgrad unfreeze and freeze: a frozen graph made trainable (a TF1 training
+checkpoint whose weights are variables), and a trained checkpoint folded back into
+a frozen GraphDef. The graph edits are :mod:`graphgrad.edits.unfreeze`'s; the
+checkpoint is TensorFlow's (:mod:`graphgrad.tf.unfreeze`)."""
+
+import os
+import shutil
+import tempfile
+
+from ..edits.unfreeze import FROZEN_NODES, Unfrozen, UnfreezeOptions, choose_weights, unfrozen
+from ..errors import GraphgradError, ModelReadError, UsageError
+from ..files.io import read_model, read_small_file, write_chunks
+from ..graph.model import Model
+
+
+def unfreeze(path: str, out_dir: str | None, options: UnfreezeOptions, kind: str | None = None,
+                   force: bool = False) -> Unfrozen:
+    """Make the weights of the model at ``path`` variables and write a training
+    checkpoint to ``out_dir`` (None: only say what would become a variable).
+    Nothing is written on any failure; an ``out_dir`` that holds files is replaced
+    only with ``force``."""
+    model = read_model(path, kind)
+    graph_def = _one_graph(model)
+    result = unfrozen(graph_def, choose_weights(graph_def, options))
+    if out_dir is None:
+        return result
+    if os.path.isfile(out_dir):
+        raise UsageError(f"-o {out_dir} is a file; unfreeze writes a folder (model.meta, model.index, ...)")
+    if os.path.isdir(out_dir) and os.listdir(out_dir) and not force:
+        raise UsageError(f"-o {out_dir} holds files; to replace them, add --force")
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if not os.path.isdir(parent):
+        raise UsageError(f"-o {out_dir}: no directory {parent}; create it first")
+    from ..tf.unfreeze import write_training_checkpoint
+
+    values = {node.name: node.attr["value"].tensor for node in graph_def.node
+              if node.name in {weight.name for weight in result.weights}}
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".graphgrad-unfreeze", dir=parent)
+    try:
+        meta = write_training_checkpoint(result, values, staging)
+        write_chunks(os.path.join(staging, "model.meta"), [meta])
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)  # empty, or replaced with --force
+        os.rename(staging, out_dir)
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+    return result
+
+
+def _one_graph(model: Model):
+    graphs = model.graphs()
+    if len(graphs) != 1:
+        raise UsageError(f"{model.path} holds {len(graphs)} graphs; unfreeze takes one (save the one you train)")
+    return graphs[0][1]
+
+
+def freeze(source: str, out: str, outputs: tuple = ()) -> int:
+    """Fold the trained variables of the checkpoint ``source`` (a folder holding a
+    ``checkpoint`` file, a ``.meta`` or a checkpoint prefix) into constants and
+    write the frozen GraphDef to ``out``; returns its node count."""
+    meta, prefix = _checkpoint_files(source)
+    from ..tf.unfreeze import freeze_checkpoint
+
+    stored = read_model(meta).message
+    record = stored.collection_def[FROZEN_NODES].bytes_list.value if FROZEN_NODES in stored.collection_def else None
+    graph_def = freeze_checkpoint(meta, stored.graph_def, prefix, tuple(outputs), list(record or []))
+    write_chunks(out, [graph_def.SerializeToString(deterministic=True)])
+    return len(graph_def.node)
+
+
+def _checkpoint_files(source: str) -> tuple[str, str]:
+    """``(meta graph file, checkpoint prefix)`` of ``source``, each checked to be there."""
+    if os.path.isdir(source):
+        state = os.path.join(source, "checkpoint")
+        if not os.path.isfile(state):
+            raise ModelReadError(f"{source} holds no checkpoint file; give the checkpoint's .meta or its prefix")
+        text = read_small_file(state, 1 << 20, "checkpoint file").decode("utf-8", "replace")
+        first = next((line for line in text.splitlines() if line.startswith("model_checkpoint_path:")), "")
+        name = first.partition(":")[2].strip().strip('"')
+        prefix = name if os.path.isabs(name) else os.path.join(source, name)
+    else:
+        prefix = source[:-len(".meta")] if source.endswith(".meta") else source
+    meta = prefix + ".meta"
+    missing = [path for path in (meta, prefix + ".index") if not os.path.isfile(path)]
+    if missing:
+        raise ModelReadError(f"checkpoint {prefix}: {missing[0]} is missing")
+    if not any(name.startswith(os.path.basename(prefix) + ".data-") for name in os.listdir(os.path.dirname(
+            os.path.abspath(prefix)))):
+        raise GraphgradError(f"checkpoint {prefix}: its data shard (.data-*) is missing")
+    return meta, prefix
