@@ -158,3 +158,8 @@ def test_after_training_and_a_resave_freeze_differs_from_the_input_in_the_weight
     assert sorted(changed) == ["~ dense1/weights (Const)", "~ dense2/weights (Const)"]
     details = [line.strip() for line in report.splitlines()[2:] if not line.startswith("~")]
     assert len(details) == 2 and all(line.startswith("attr value: tensor") for line in details)
+
+
+def test_a_graph_whose_weights_are_variables_already_says_so(tmp_path):
+    result = run_cli("unfreeze", fixture("model.meta"), "-o", tmp_path / "out", expect=1)
+    assert "its weights are variables already" in result.stderr and not (tmp_path / "out").exists()

@@ -124,6 +124,10 @@ def choose_weights(graph_def: Any, options: UnfreezeOptions) -> list[Weight]:
         if not named and (size < options.min_size or node.name not in read_as_weights):
             continue
         chosen.append(Weight(node.name, dtype, shape, size))
+    variables = [name for name, node in nodes.items() if node.op in ("VariableV2", "VarHandleOp", "Variable")]
+    if not chosen and variables:
+        raise SelectionError(f"its weights are variables already ({len(variables)}, e.g. {variables[0]}): there is "
+                             "nothing to unfreeze; train it as it is")
     if not chosen:
         consts = [name for name, node in nodes.items() if node.op == "Const"]
         raise SelectionError("no constant is chosen: none is a float weight of at least "
