@@ -100,8 +100,23 @@ def main(directory):
         write(os.path.join(directory, "many_nodes", f"model{index:03d}.pb"), many_nodes(index))
 
 
+def nested_calls(depth: int):
+    """tf.functions each calling the next, ``depth`` deep: y = 2 sin(x) + depth."""
+    graph = tf.Graph()
+    with graph.as_default():
+        function = tf.function(lambda t: tf.sin(t) * 2.0)
+        for _ in range(depth):
+            function = tf.function(lambda t, inner=function: inner(t) + 1.0)
+        x = v1.placeholder(tf.float32, [3], name="x")
+        tf.identity(function(x), name="y")
+    return graph.as_graph_def()
+
+
 if __name__ == "__main__":
-    if sys.argv[2:] == ["attribution"]:
+    if sys.argv[2:] == ["nested"]:
+        for depth in (6, 12):
+            write(os.path.join(sys.argv[1], f"nested{depth}.pb"), nested_calls(depth))
+    elif sys.argv[2:] == ["attribution"]:
         write(os.path.join(sys.argv[1], "attribution.pb"), attribution_net())
     elif sys.argv[2:] == ["chain20k"]:
         write(os.path.join(sys.argv[1], "chain20k.pb"), chain(negate=True))

@@ -200,6 +200,22 @@ def rules_20k(repeat, work):
         print(row(label, seconds, rss, base))
 
 
+def nested(repeat, work):
+    """check through nested function calls, 6 and 12 deep: each level's gradient copy
+    inlines the calls below it, so the time grows with the depth, not exponentially."""
+    if not os.path.exists(os.path.join(CACHE, "nested12.pb")):
+        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "nested"], check=True, env=ENV)
+    results = measure({
+        f"graphgrad check, {depth} nested calls": GRAPHGRAD + ["check", os.path.join(CACHE, f"nested{depth}.pb"),
+                                                            "--x", "x", "--y", "y"]
+        for depth in (6, 12)
+    }, repeat)
+    base = results["graphgrad check, 6 nested calls"][0]
+    print("\nnested{6,12}.pb: tf.functions each calling the next   (ratios against 6 deep)")
+    for label, (seconds, rss) in results.items():
+        print(row(label, seconds, rss, base))
+
+
 def instructions_of(command, prepare) -> int:
     """The instructions one run of ``command`` executes, counted by callgrind: the same
     from run to run whatever the machine's load (string hashing fixed, code compiled
@@ -298,13 +314,13 @@ def attribution(repeat, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=["chain", "embed", "rules", "dense", "batch", "attribution"],
+    parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "batch", "attribution"],
                         action="append",
                         help="run only these cases (repeatable); default: all")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
-    cases = args.only or ["chain", "embed", "rules", "dense", "batch", "attribution"]
+    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "batch", "attribution"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -319,6 +335,8 @@ def main():
             embed_20k(args.repeat, work, args.instructions)
         if "rules" in cases:
             rules_20k(args.repeat, work)
+        if "nested" in cases:
+            nested(args.repeat, work)
         if "dense" in cases:
             single_file("dense.pb", "Relu", "guided_relu", args.repeat, work, edits={
                 "graphgrad rewrite --embed": ["rewrite", "--op", "Relu=identity", "--embed"],

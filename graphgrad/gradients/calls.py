@@ -6,15 +6,20 @@ TF2's ``tf.saved_model.load`` does not have the problem; it rebuilds the
 functions in Python.
 
 ``call`` imports a copy of the body next to the call, its inputs wired to the
-call's, marks the nested calls that need it the same way, and differentiates the
-copy with ``tf.gradients``. The copy recomputes the body's forward values; a body
-with side effects (variable assignments) would repeat them.
+call's, and differentiates the copy with ``tf.gradients``. The calls the body makes
+are inlined into the copy too, recursively (each becomes its own body's nodes and
+an IdentityN of what it returns, under the call's name): kept as call ops, every
+level of the copy would instantiate the functions below it again, and TensorFlow's
+first run of a gradient grew exponentially with the depth of nested calls (18 s
+at depth 12). A call that carries a gradient of its own stays a call. The copy
+recomputes the body's forward values; a body with side effects (variable
+assignments) would repeat them.
 """
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..graph.functions import functions_with_overrides, unrouted_calls_into
+from ..graph.functions import carries_override, functions_with_overrides, unrouted_calls_into
 from ..names import ATTR, CALL_OPS
 from .registry import REPLACEMENT, builtin
 
@@ -51,6 +56,7 @@ def inline_function(tf: Any, graph: Any, function_name: str, inputs: Sequence,
 
     definition = function_definition(graph, function_name)
     body, flat_names = function_def_to_graph_def(definition)
+    body = _with_calls_inlined(graph, body, {function_name})
     overriding = overriding_functions(graph)
     for node in unrouted_calls_into(body.node, overriding):
         node.attr[ATTR].s = CALL_GRADIENT.encode()
@@ -69,6 +75,65 @@ def inline_function(tf: Any, graph: Any, function_name: str, inputs: Sequence,
         name="body",
     )
     return inputs, outputs
+
+
+def _with_calls_inlined(graph: Any, body: Any, active: set) -> Any:
+    """``body`` (a GraphDef of a function's body) with each call op into a function of
+    ``graph`` that carries no gradient of its own replaced by that function's body,
+    recursively: its nodes under ``CALL/inlined/``, its arguments Identities of the
+    call's inputs, and the call itself an IdentityN of what the body returns, so the
+    call's outputs keep their names. ``active``: the functions being inlined (a
+    function that calls itself stays a call)."""
+    from ..tf.internals import function_def_to_graph_def
+
+    functions = _functions(graph)
+    inlined = type(body)()
+    inlined.versions.CopyFrom(body.versions)
+    for node in body.node:
+        callee = called_by_node(node)
+        own = node.attr[ATTR].s.decode("utf-8", "replace") if ATTR in node.attr else ""
+        if callee not in functions or callee in active or (own and own != CALL_GRADIENT
+                                                            and carries_override(node)):
+            inlined.node.add().CopyFrom(node)
+            continue
+        definition = function_definition(graph, callee)
+        inner, flat_names = function_def_to_graph_def(definition)
+        inner = _with_calls_inlined(graph, inner, active | {callee})
+        arguments = [arg.name for arg in definition.signature.input_arg]
+        data = [ref for ref in node.input if not ref.startswith("^")]
+        controls = [ref for ref in node.input if ref.startswith("^")]
+        prefix = f"{node.name}/inlined/"
+        names = {inner_node.name for inner_node in inner.node}
+        for inner_node in inner.node:
+            copy = inlined.node.add()
+            copy.CopyFrom(inner_node)
+            copy.name = prefix + inner_node.name
+            if inner_node.name in arguments:  # the argument: what the call was given
+                copy.op = "Identity"
+                copy.ClearField("attr")
+                copy.attr["T"].type = inner_node.attr["dtype"].type
+                del copy.input[:]
+                copy.input.extend([data[arguments.index(inner_node.name)]] + controls)
+                continue
+            del copy.input[:]
+            copy.input.extend(_prefixed(ref, prefix, names) for ref in inner_node.input)
+        returned = inlined.node.add(name=node.name, op="IdentityN", device=node.device)
+        returned.input.extend(prefix + flat_names[definition.ret[arg.name]]
+                              for arg in definition.signature.output_arg)
+        returned.attr["T"].list.type.extend(node.attr["Tout"].list.type)
+    return inlined
+
+
+def _prefixed(ref: str, prefix: str, names: set) -> str:
+    """``ref`` (``name``, ``name:i`` or ``^name``) renamed into the inlined body when it names one of its nodes."""
+    control = ref.startswith("^")
+    bare = ref.lstrip("^")
+    return ("^" if control else "") + (prefix + bare if bare.split(":")[0] in names else bare)
+
+
+def called_by_node(node: Any) -> str:
+    """What a NodeDef calls (the ``f`` of a call op), or "" for any other node."""
+    return node.attr["f"].func.name if node.op in CALL_OPS and "f" in node.attr else ""
 
 
 def saved_gradient(function_name: str, outputs: tuple | None) -> Callable:
