@@ -163,3 +163,8 @@ def test_after_training_and_a_resave_freeze_differs_from_the_input_in_the_weight
 def test_a_graph_whose_weights_are_variables_already_says_so(tmp_path):
     result = run_cli("unfreeze", fixture("model.meta"), "-o", tmp_path / "out", expect=1)
     assert "its weights are variables already" in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_freeze_of_a_graph_file_says_what_it_takes(tmp_path):
+    result = run_cli("freeze", fixture("binary_net.pb"), "-o", tmp_path / "out.pb", expect=2)
+    assert "is a graph, not a checkpoint" in result.stderr and not (tmp_path / "out.pb").exists()

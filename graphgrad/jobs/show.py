@@ -22,7 +22,7 @@ from ..edits.summary import DANGLING, classify_override
 from ..errors import GraphgradError, UsageError
 from ..files.io import read_model, write_chunks
 from ..graph.functions import called_function, saved_gradients
-from ..graph.hints import close_names
+from ..graph.tensors import unknown_tensor
 from ..graph.model import SAVEDMODEL, Model, override_of
 from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
 
@@ -107,10 +107,9 @@ def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
     """The nodes between x and y (through data inputs) with their marks."""
     nodes = {node.name: node for node in graph_def.node}
     for wanted in [options.y] * bool(options.y) + list(options.x):
-        if _name(wanted) not in nodes:
-            close = close_names(_name(wanted), list(nodes), cutoff=0.5)
-            raise UsageError(f"no tensor {wanted!r} in the graph" + (f"; close ones: {', '.join(close)}" if close
-                                                                      else ""))
+        wrong = unknown_tensor(nodes, wanted)  # the same check, and close names, as check's and attribute's
+        if wrong:
+            raise UsageError(wrong)
     inputs = {name: [_name(ref) for ref in node.input if not ref.startswith("^")] for name, node in nodes.items()}
     on_path = set(nodes)
     if options.y:

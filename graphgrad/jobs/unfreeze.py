@@ -79,6 +79,9 @@ def _checkpoint_files(source: str) -> tuple[str, str]:
         first = next((line for line in text.splitlines() if line.startswith("model_checkpoint_path:")), "")
         name = first.partition(":")[2].strip().strip('"')
         prefix = name if os.path.isabs(name) else os.path.join(source, name)
+    elif source.endswith((".pb", ".pbtxt")):
+        raise UsageError(f"{source} is a graph, not a checkpoint: give the folder unfreeze wrote (it holds a "
+                         "checkpoint file), a .meta beside its checkpoint, or a checkpoint prefix")
     else:
         prefix = source[:-len(".meta")] if source.endswith(".meta") else source
     meta = prefix + ".meta"
