@@ -8,7 +8,7 @@ from collections import Counter
 
 import click
 
-from graphgrad.files.small_nodes import parse
+from graphgrad.readings.small_nodes import parse
 
 with open(sys.argv[1], "rb") as stream:
     click.echo(Counter(parse("GraphOps", stream.read()).node.op).most_common())

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 _EXPORTS = {
     "jobs.api": ["FileResult", "OutputOptions", "rewrite_file", "rewrite_files", "summarize_file"],
-    "edits.nodes": ["rename_functions"],
+    "edits.tensors": ["rename_functions"],
     "errors": [
         "GraphgradError", "ModelReadError", "ModelWriteError", "RegistryError", "SelectionError",
         "RuleSyntaxError", "SpecError", "TensorFlowMissingError", "UnresolvedGradientsError", "UnroutedCallsWarning",
@@ -23,7 +23,8 @@ _EXPORTS = {
     "gradients.user_modules": ["load_gradient_module"],
     "files.io": ["read_model", "serialize", "write_model"],
     "graph.model": ["Model", "iter_nodes"],
-    "edits.rewrite": ["RewriteOptions", "RewriteReport", "apply_rules", "rewrite_model"],
+    "edits.rewrite": ["RewriteOptions", "RewriteReport", "apply_rules"],
+    "edits.apply": ["rewrite_model"],
     "tf.runtime": ["Registration", "import_graph_def", "override", "register_gradients", "save"],
     "tf.attribute": ["Explainer", "Noise"],
     "jobs.unfreeze": ["freeze", "unfreeze"],

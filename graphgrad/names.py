@@ -27,3 +27,13 @@ TF1_LOOP_ENTERS = ("Enter", "RefEnter")
 # Ops whose output depends on their input's shape or dtype only, never its values:
 # their gradient is None on purpose, and reading a tensor through one uses no value of it.
 VALUE_INDEPENDENT = frozenset({"ZerosLike", "OnesLike", "Shape", "ShapeN", "Size", "Rank"})
+# graphgrad's markers on the nodes it adds (see graphgrad.readings.scope): every
+# such node names its group; the group's output names the tensor it stands in for,
+# the spec it embeds, or the tensor a bypass sends its gradient to.
+GROUP = "_graphgrad_group"
+SOURCE = "_graphgrad_source"
+EMBED_SPEC = "_graphgrad_embed"
+BYPASS = "_graphgrad_bypass"
+# What larq's binarized nets compute as Sign(x) + c, which a rewrite of Sign warns about.
+SIGN = "Sign"
+ADDS = ("Add", "AddV2")

@@ -2,6 +2,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 
 from dataclasses import dataclass
 
@@ -11,7 +13,10 @@ from click.testing import CliRunner
 from graphgrad.cli import main
 from graphgrad.edits.rewrite import RewriteOptions
 from graphgrad.edits.select import parse_rule
-from graphgrad.edits.fast import rewrite_graphdef_bytes
+from graphgrad.edits.rewrite import rewrite
+from graphgrad.edits.summary import summarize_reading
+from graphgrad.files.io import SourceFile
+from graphgrad.readings import Needs, factory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures")
@@ -45,10 +50,38 @@ def rule_options(*rules, **kwargs) -> RewriteOptions:
     return RewriteOptions(rules=tuple(parse_rule(kind, text) for kind, text in rules), **kwargs)
 
 
+@contextmanager
+def stored_reading(data: bytes, needs: Needs = Needs()):
+    """The fast reading of the binary GraphDef ``data`` (read from a temporary
+    file); raises NotApplicable where the factory would parse it whole."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "g.pb")
+        with open(path, "wb") as stream:
+            stream.write(data)
+        with SourceFile(path) as file:
+            yield factory.open_stored(file, path, needs)
+
+
+def written(reading) -> bytes:
+    """The bytes a reading writes, its edits included."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "out.pb")
+        reading.write(path, None, True)
+        with open(path, "rb") as stream:
+            return stream.read()
+
+
 def fast_rewrite(data: bytes, rewrite_options: RewriteOptions):
-    """(output bytes, report) of the fast path for binary GraphDefs."""
-    chunks, report = rewrite_graphdef_bytes(data, rewrite_options)
-    return b"".join(bytes(chunk) for chunk in chunks), report
+    """(output bytes, report) of a rewrite of a binary GraphDef read as stored."""
+    with stored_reading(data) as opened:
+        report = rewrite(opened, rewrite_options)
+        return written(opened), report
+
+
+def fast_summary(data: bytes, functions: bool = True):
+    """The summary of a binary GraphDef read as stored."""
+    with stored_reading(data) as opened:
+        return summarize_reading(opened, functions)
 
 
 READINGS = ("parsed", "scanned", "stored")
@@ -68,40 +101,40 @@ def reading(request, monkeypatch):
     nodes through a file window, constants left out of the skeleton ("scanned"),
     or the cut-down parses of small nodes ("stored"). Used by the tests of
     rewrite, summary, reset, insert, bypass, --embed and diff, so that each holds
-    for every reading; afterwards, a check that no other reading was opened."""
-    from graphgrad.edits import fast, stored as edits_stored
-    from graphgrad.jobs import api
-    from graphgrad.files import scan, skeleton, stored
-    from graphgrad.files.wireformat import NotApplicable
+    for every reading; afterwards, a check that no other reading was opened.
+
+    It patches the factory's one choice (graphgrad.readings.factory.open_stored):
+    every module that opens a reading does so through that factory."""
+    from graphgrad.readings import factory, scan, skeleton
+    from graphgrad.readings.errors import NotApplicable
 
     opened = []
-    factory = stored.open_stored
+    choose = factory.open_stored
 
-    def forced(data, whole):
+    def forced(file, path, needs):
         if request.param == "parsed":
             raise NotApplicable("the full parse, forced by the test")
-        graph = factory(data, whole)
-        opened.append(type(graph).__name__)
-        return graph
+        chosen = choose(file, path, needs)
+        opened.append(type(chosen).__name__)
+        return chosen
 
-    for module in (fast, edits_stored, api):
-        monkeypatch.setattr(module, "open_stored", forced)
+    monkeypatch.setattr(factory, "open_stored", forced)
     fell_back: list = []
-    whole_parse = api.model_from_bytes
+    whole_parse = factory.model_from_bytes
 
     def parsed_whole(data, path, kind):
         fell_back.append(path)
         return whole_parse(data, path, kind)
 
-    monkeypatch.setattr(api, "model_from_bytes", parsed_whole)
+    monkeypatch.setattr(factory, "model_from_bytes", parsed_whole)
     if request.param == "scanned":
         monkeypatch.setattr(scan, "MIN_AVERAGE_NODE_BYTES", 0)
-        monkeypatch.setattr(stored, "WHOLE_READ_LIMIT", 0)
+        monkeypatch.setattr(factory, "WHOLE_READ_LIMIT", 0)
         monkeypatch.setattr(skeleton, "HEAVY_ATTR_BYTES", 64)
     elif request.param == "stored":
         monkeypatch.setattr(scan, "MIN_AVERAGE_NODE_BYTES", 1 << 40)
     yield Reading(request.param, opened, fell_back)
-    expected = {"scanned": "ScannedGraph", "stored": "HeadGraph"}.get(request.param)
+    expected = {"scanned": "FrozenReading", "stored": "StoredReading"}.get(request.param)
     assert all(name == expected for name in opened), opened
 
 

@@ -329,7 +329,7 @@ def test_an_override_inside_a_tf1_loop_applies_at_every_round(tmp_path):
 
 def test_on_a_huge_graph_the_fast_path_says_it_did_not_look_for_larqs_sign(tmp_path):
     from graphgrad.files.protos import GraphDef
-    from graphgrad.edits.fast import SIGN_TRAP_NODE_LIMIT
+    from graphgrad.readings.stored import SIGN_TRAP_NODE_LIMIT
 
     graph_def = GraphDef()
     graph_def.node.add(name="x", op="Placeholder")

@@ -8,24 +8,24 @@ parse gives; when it does not, the command falls back to the full parse, so
 every command gives one verdict per file."""
 
 import os
+from contextlib import contextmanager
 
 import pytest
-from conftest import REALGRAPHS, fixture, rule_options
+from conftest import REALGRAPHS, fixture, rule_options, written
 from graphs import frozen_graph, mutated
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from graphgrad import GraphgradError, rewrite_model
-from graphgrad.edits import fast as wire
-from graphgrad.edits.diff import diff_models, diff_stored
-from graphgrad.edits.stored import open_for_edits
-from graphgrad.edits.summary import summarize, summarize_bodies
+from graphgrad.edits.diff import diff_models, diff_readings
+from graphgrad.edits.rewrite import rewrite
+from graphgrad.edits.summary import summarize, summarize_reading
 from graphgrad.edits.surgery import ResetOptions, embed_in, reset_in, reset_model
-from graphgrad.files import skeleton, stored, validity
 from graphgrad.files.io import SourceFile, parse_model_bytes
 from graphgrad.files.protos import GraphDef
-from graphgrad.files.wireformat import NotApplicable
 from graphgrad.graph.model import Model
+from graphgrad.readings import Needs, factory, skeleton, validity
+from graphgrad.readings.errors import NotApplicable
 
 REAL = [
     "dl4j-tf-examples/src/main/resources/tf_graphs/examples/simple_cond/frozen_model.pb",
@@ -77,67 +77,49 @@ def tensorflow_parses(output: bytes) -> bool:
     return True
 
 
-def joined(chunks, data: bytes) -> bytes:
-    return b"".join(bytes(data[c[0]:c[1]]) if isinstance(c, tuple) else bytes(c) for c in chunks)
+class Stored:
+    """The fast readings of a binary GraphDef written to a file, as the factory
+    opens them (:func:`graphgrad.readings.factory.open_stored`; NotApplicable where
+    it would parse the file whole): read whole, or ``windowed`` (as for files over
+    ``WHOLE_READ_LIMIT``, with large spans walked: ``SPAN_LIMIT`` made small)."""
 
-
-class Windowed:
-    """The fast readings of a file, through a window (as for files over
-    ``WHOLE_READ_LIMIT``), with large spans walked (``SPAN_LIMIT`` made small)."""
-
-    def __init__(self, path, monkeypatch):
-        self.path = path
-        monkeypatch.setattr(stored, "WHOLE_READ_LIMIT", 0)
-        monkeypatch.setattr(validity, "SPAN_LIMIT", 48)
+    def __init__(self, folder, monkeypatch, windowed: bool = False):
+        self.folder = folder
+        if windowed:
+            monkeypatch.setattr(factory, "WHOLE_READ_LIMIT", 0)
+            monkeypatch.setattr(validity, "SPAN_LIMIT", 48)
         monkeypatch.setattr(skeleton, "HEAVY_ATTR_BYTES", 64)  # constants left out of the skeleton
 
-    def rewrite(self, data):
-        with SourceFile(self.path) as source:
-            chunks, report = wire.rewrite_graphdef_file(source, RULES)
-            return joined(chunks, data), report
-
-    def bodies(self, data):
-        with SourceFile(self.path) as source:
-            return wire.graphdef_file_bodies(source)
-
-    def embed(self, data):
-        with SourceFile(self.path) as source:
-            return edited(open_for_edits(*stored.scan_view(source), str(self.path)), embed_in, EMBED, data)
-
-    def diff(self, data, other: bytes):
-        with SourceFile(self.path) as source:
-            return diff_stored(stored.open_stored(*stored.scan_view(source)), stored.open_stored(other, lambda: other))
-
-    def reset(self, data):
-        with SourceFile(self.path) as source:
-            return edited(open_for_edits(*stored.scan_view(source), str(self.path), removes=True), reset_in,
-                          ResetOptions(), data)
-
-
-class InMemory:
-    """The fast readings of bytes: the scan of large nodes or the cut-down parses."""
+    @contextmanager
+    def opened(self, data: bytes, needs: Needs = Needs(), name: str = "g.pb"):
+        path = os.path.join(self.folder, name)
+        with open(path, "wb") as stream:
+            stream.write(data)
+        with SourceFile(path) as file:
+            yield factory.open_stored(file, path, needs)
 
     def rewrite(self, data):
-        chunks, report = wire.rewrite_graphdef_bytes(data, RULES)
-        return joined(chunks, data), report
+        with self.opened(data) as reading:
+            report = rewrite(reading, RULES)
+            return written(reading), report
 
-    def bodies(self, data):
-        return wire.graphdef_bodies(data)
+    def summary(self, data):
+        with self.opened(data) as reading:
+            return summarize_reading(reading)
 
     def embed(self, data):
-        return edited(open_for_edits(data, lambda: data, "g.pb"), embed_in, EMBED, data)
+        with self.opened(data, Needs(edits=True)) as reading:
+            report = embed_in(reading.scopes(), EMBED)
+            return written(reading), report
 
     def reset(self, data):
-        return edited(open_for_edits(data, lambda: data, "g.pb", removes=True), reset_in, ResetOptions(), data)
+        with self.opened(data, Needs(edits=True, removals=True)) as reading:
+            report = reset_in(reading.scopes(), ResetOptions())
+            return written(reading), report
 
     def diff(self, data, other: bytes):
-        return diff_stored(stored.open_stored(data, lambda: data), stored.open_stored(other, lambda: other))
-
-
-def edited(editable, edit, options, data: bytes) -> tuple[bytes, object]:
-    """``edit(scopes, options)`` on an opened graph: (the output, the report)."""
-    report = edit(editable.scopes, options)
-    return joined(editable.chunks(), data), report
+        with self.opened(data) as left, self.opened(other, name="other.pb") as right:
+            return diff_readings(left, right)
 
 
 def outcome(operation, *args):
@@ -168,21 +150,16 @@ def compare(reading, data: bytes) -> int:
             assert GraphDef.FromString(fast[1][0]) == expected[1][0].message and fast[1][1] == expected[1][1]
             assert tensorflow_parses(fast[1][0])
             if job == reading.embed:  # and graphgrad's nodes undone, as stored and on the full parse
-                compare_reset(fast[1][0], expected[1][0])
+                compare_reset(reading, fast[1][0], expected[1][0])
             compare_diff(reading, data, fast[1][0], model, expected[1][0])
     try:
-        bodies = reading.bodies(data)
+        fast_summary = reading.summary(data)
     except NotApplicable:
         pass
-    else:
+    else:  # once open, a reading never steps aside: the file was found a GraphDef
         accepted += 1
         assert full is not None, "a fast summary accepted what the full parse refuses"
-        try:
-            fast_summary = summarize_bodies("g.pb", "graphdef", "binary", [("", bodies)])
-        except NotApplicable:  # reading NodeDefs on demand found the file broken: so would the full parse
-            fast_summary = None
-        if fast_summary is not None:
-            assert fast_summary == summarize(model)
+        assert fast_summary == summarize(Model(full, "graphdef", "binary", fast_summary.path))
     try:
         output, report = reading.reset(data)
     except NotApplicable:
@@ -204,10 +181,10 @@ def compare_diff(reading, data: bytes, output: bytes, model: Model, full_output:
     assert difference == diff_models(model, full_output)
 
 
-def compare_reset(embedded: bytes, full_embedded: Model) -> None:
+def compare_reset(reading, embedded: bytes, full_embedded: Model) -> None:
     """reset of an --embed output as stored equals the full parse's."""
     try:
-        output, report = InMemory().reset(embedded)
+        output, report = reading.reset(embedded)
     except NotApplicable:
         return
     expected, expected_report = reset_model(full_embedded, ResetOptions())
@@ -217,18 +194,17 @@ def compare_reset(embedded: bytes, full_embedded: Model) -> None:
 @pytest.mark.parametrize("index", range(len(ORIGINALS)))
 def test_every_reading_accepts_the_originals(index, tmp_path, monkeypatch):
     data = ORIGINALS[index]  # rewrite, embed, summary and reset: every reading takes each of them
-    assert compare(InMemory(), data) == 4
-    path = tmp_path / "g.pb"
-    path.write_bytes(data)
-    assert compare(Windowed(path, monkeypatch), data) == 4
+    assert compare(Stored(tmp_path, monkeypatch), data) == 4
+    assert compare(Stored(tmp_path, monkeypatch, windowed=True), data) == 4
 
 
 @SETTINGS
 @given(st.sampled_from(ORIGINALS), st.data())
-def test_fast_readings_of_mutated_graphs_agree_with_the_full_parse(original, data):
+def test_fast_readings_of_mutated_graphs_agree_with_the_full_parse(tmp_path_factory, original, data):
+    edited = mutate(original, data)
+    assume(edited)  # an empty file is refused before any reading (tests/test_hostile.py)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(skeleton, "HEAVY_ATTR_BYTES", 64)  # constants left out of the skeleton
-        compare(InMemory(), mutate(original, data))
+        compare(Stored(tmp_path_factory.mktemp("whole"), monkeypatch), edited)
 
 
 @SETTINGS
@@ -236,10 +212,8 @@ def test_fast_readings_of_mutated_graphs_agree_with_the_full_parse(original, dat
 def test_windowed_readings_of_mutated_graphs_agree_with_the_full_parse(tmp_path_factory, original, data):
     edited = mutate(original, data)
     assume(edited)  # an empty file is refused before any reading (tests/test_hostile.py)
-    path = tmp_path_factory.mktemp("windowed") / "g.pb"
-    path.write_bytes(edited)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        compare(Windowed(path, monkeypatch), edited)
+        compare(Stored(tmp_path_factory.mktemp("windowed"), monkeypatch, windowed=True), edited)
 
 
 def test_a_corrupt_constant_is_refused_by_every_reading(tmp_path):
@@ -270,7 +244,5 @@ def test_an_attribute_entry_with_an_unknown_field_is_no_attribute_for_any_readin
     data[at] = 0x1A  # field 3, length-delimited, where the value (field 2) was
     data = bytes(data)
     assert not any("_gradient_op_type" in node.attr for node in full_reading(data).node)
-    path = tmp_path / "g.pb"
-    path.write_bytes(data)
-    assert compare(InMemory(), data) == 4
-    assert compare(Windowed(path, monkeypatch), data) == 4
+    assert compare(Stored(tmp_path, monkeypatch), data) == 4
+    assert compare(Stored(tmp_path, monkeypatch, windowed=True), data) == 4

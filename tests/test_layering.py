@@ -20,6 +20,7 @@ LAYERS = [
     ("graph", {"graph"}),  # the data model: a loaded file's graphs and nodes, which functions they call
     ("files", {"files"}),  # graph files: schema, reading and atomic writing, fast readings, one validity
     ("gradients", {"gradients"}),  # the gradient library and the spec grammar
+    ("readings", {"readings"}),  # a model opened for a job: one protocol, one factory, three readings
     ("edits", {"edits"}),  # rules to nodes, rewrites, insert/embed/reset, summaries, diffs
     ("tf", {"tf"}),  # the TensorFlow side: runtime, check
     ("jobs", {"jobs"}),  # file-level operations, batches
@@ -103,6 +104,74 @@ def test_layers_only_import_what_they_may():
                 f"{relative_path} imports {imported}: layer {LAYERS[RANK[imported]][0]} is above "
                 f"{LAYERS[RANK[top]][0]}"
             )
+
+
+def _import_graph() -> dict:
+    """``module -> {modules it imports}`` over graphgrad's modules, imports inside
+    functions included, each module named by its path (``readings/scan``)."""
+    known = {relative_path.removesuffix(".py") for relative_path, _ in modules()}
+    graph: dict = {}
+    for relative_path, tree in modules():
+        module = relative_path.removesuffix(".py")
+        graph[module] = set()
+        for top, second in imported_modules(relative_path, tree):
+            for candidate in (f"{top}/{second}", f"{top}/__init__", top):
+                if candidate in known:
+                    graph[module].add(candidate)
+                    break
+    return graph
+
+
+def test_no_import_cycle():
+    graph = _import_graph()
+    state: dict = {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for imported in graph[module]:
+            if imported == module or imported.endswith("__init__") and module.startswith(imported[:-8]):
+                continue  # a package's own __init__ re-exports its modules
+            assert state.get(imported) != "open", "import cycle: " + " -> ".join([*path, module, imported])
+            if imported not in state:
+                visit(imported, [*path, module])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+
+
+# What the layers above may import of the readings: the factory (the package),
+# the protocols, the columns summaries read, and the plain nodes an edit adds.
+READINGS_SEAM = {"readings/__init__", "readings/protocol", "readings/bodies", "readings/added"}
+
+
+def test_the_readings_are_reached_through_the_factory_and_the_protocol():
+    """No module above the readings names a reading's class: a new reading, or a
+    module that opens one, is covered by the factory (and so by the per-reading
+    test fixture, which patches the factory's one choice)."""
+    for module, imported in _import_graph().items():
+        if module.startswith("readings/"):
+            continue
+        reached = {name for name in imported if name.startswith("readings/")}
+        assert reached <= READINGS_SEAM, f"{module} imports {sorted(reached - READINGS_SEAM)}"
+
+
+def test_a_reading_steps_aside_only_inside_the_readings():
+    """NotApplicable (and its kinds) is raised and caught in graphgrad/readings only,
+    and caught there in one place: the factory."""
+    names = {"NotApplicable", "Invalid", "SmallNodes"}
+    catchers = set()
+    for relative_path, tree in modules():
+        for node in ast.walk(tree):
+            mentioned = isinstance(node, ast.Name) and node.id in names
+            if mentioned:
+                assert relative_path.startswith("readings" + os.sep), f"{relative_path} uses {node.id}"
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                caught = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
+                if caught & names:
+                    catchers.add(relative_path)
+    assert catchers == {os.path.join("readings", "factory.py")}
 
 
 def test_the_base_and_the_private_api_module_import_nothing_of_graphgrad():

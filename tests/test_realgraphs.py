@@ -171,14 +171,14 @@ def test_check_catches_a_classifier_differentiated_through_its_whole_softmax():
 def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
     """Every real binary GraphDef: rewrite, summary, reset and diff on the fast readings
     equal a full parse's, and a second rewrite gives the same bytes."""
+    from dataclasses import replace
+
+    from conftest import fast_rewrite, fast_summary, stored_reading, written
     from graphgrad.files.io import parse_model_bytes
-    from graphgrad.edits.summary import summarize_bodies
-    from graphgrad.edits.fast import graphdef_bodies, rewrite_graphdef_bytes
-    from graphgrad.edits.stored import open_for_edits
     from graphgrad.edits.surgery import ResetOptions, reset_in, reset_model
-    from graphgrad.edits.diff import diff_models, diff_stored
-    from graphgrad.files.stored import in_memory_chunks, open_stored
-    from graphgrad.files.wireformat import NotApplicable
+    from graphgrad.edits.diff import diff_models, diff_readings
+    from graphgrad.readings import Needs
+    from graphgrad.readings.errors import NotApplicable
 
     used = []
     for relative in graph_files():
@@ -190,26 +190,26 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
             continue
         data = open(path, "rb").read()
         full_summary = summarize(model)
-        assert summarize_bodies(path, "graphdef", "binary", [("", graphdef_bodies(data))]) == full_summary, relative
         op_type = full_summary.op_types[0].op_type
         rules = RewriteOptions(rules=(parse_rule("op", f"{op_type}=identity"),), force=True)
         try:
-            chunks, report = rewrite_graphdef_bytes(data, rules)
+            stored_summary = fast_summary(data)
+            output, report = fast_rewrite(data, rules)
         except NotApplicable:
             continue
-        output = b"".join(bytes(c) for c in chunks)
+        assert stored_summary == summarize(replace(model, path=stored_summary.path)), relative
         full, full_report = rewrite_model(model, rules)
         assert parse_model_bytes(output)[0] == full.message, relative
         assert report == full_report, relative
-        assert diff_stored(open_stored(data, lambda: data), open_stored(output, lambda: output)) == diff_models(
-            model, full), relative
-        again, again_report = rewrite_graphdef_bytes(output, rules)
-        assert b"".join(bytes(c) for c in again) == output and not again_report.changes, relative
-        editable = open_for_edits(output, lambda: output, relative, removes=True)
-        reset = reset_in(editable.scopes, ResetOptions())
+        with stored_reading(data) as before, stored_reading(output) as after:
+            assert diff_readings(before, after) == diff_models(model, full), relative
+        again, again_report = fast_rewrite(output, rules)
+        assert again == output and not again_report.changes, relative
+        with stored_reading(output, Needs(edits=True, removals=True)) as opened:
+            reset = reset_in(opened.scopes(), ResetOptions())
+            restored = written(opened)
         full_restored, full_reset = reset_model(full, ResetOptions())
-        restored = in_memory_chunks(output, editable.chunks())
-        assert parse_model_bytes(b"".join(bytes(c) for c in restored))[0] == full_restored.message, relative
+        assert parse_model_bytes(restored)[0] == full_restored.message, relative
         assert reset == full_reset, relative
         used.append(relative)
     assert len(used) > 10, "too few real graphs took the fast path"

@@ -1,18 +1,18 @@
-"""The scan of binary GraphDefs of large nodes (graphgrad.files.scan): only selected nodes decoded."""
+"""The scan of binary GraphDefs of large nodes (graphgrad.readings.scan): only selected nodes decoded."""
 
 import pytest
 from conftest import fast_rewrite as fast
-from conftest import fixture, run_cli
+from conftest import fast_summary, fixture, run_cli, stored_reading, written
 from conftest import rule_options as options
 from graphs import calling_graph, chain_graph, frozen_graph, many_nodes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphgrad import SelectionError, iter_nodes, read_model, rewrite_model
-from graphgrad.edits.fast import graphdef_bodies
-from graphgrad.edits.summary import summarize_bodies
-from graphgrad.files.scan import ScannedGraph
-from graphgrad.files.wireformat import NotApplicable
+from graphgrad.edits.rewrite import rewrite
+from graphgrad.edits.summary import summarize_reading
+from graphgrad.readings.errors import NotApplicable
+from graphgrad.readings.scan import ScannedGraph
 from graphgrad.graph.model import Model
 
 
@@ -47,7 +47,7 @@ def test_same_meaning_as_a_full_parse_and_untouched_bytes_kept(frozen):
 
 @pytest.mark.parametrize("graph, rule, count", [
     (frozen_graph, "Relu=guided_relu", 8),  # scanned here
-    (many_nodes, "Sign=ste", 151),  # parsed with graphgrad.files.small_nodes's cut-down schema
+    (many_nodes, "Sign=ste", 151),  # parsed with graphgrad.readings.small_nodes's cut-down schema
 ])
 def test_deterministic_idempotent_and_lossless(graph, rule, count):
     data = graph().SerializeToString(deterministic=True)
@@ -109,7 +109,7 @@ def calls_with_an_override() -> bytes:
 
 @pytest.mark.parametrize("graph", [
     frozen_graph(layers=2, width=12).SerializeToString(),  # scanned here
-    chain_graph(40).SerializeToString(),  # parsed with graphgrad.files.small_nodes's cut-down schema
+    chain_graph(40).SerializeToString(),  # parsed with graphgrad.readings.small_nodes's cut-down schema
     calls_with_an_override(),
 ])
 @settings(max_examples=300, deadline=2000)
@@ -118,22 +118,18 @@ def test_mutated_bytes_never_crash(graph, data):
     mutated = bytearray(graph)
     for _ in range(data.draw(st.integers(1, 6))):
         mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
-    try:
-        bodies = graphdef_bodies(bytes(mutated))
-        summary = summarize_bodies("mutated.pb", "graphdef", "binary", [("", bodies)])
+    try:  # once a reading is open, nothing in it steps aside: the file was found a GraphDef
+        with stored_reading(bytes(mutated)) as opened:
+            (_, bodies), = opened.bodies()
+            summary = summarize_reading(opened)
+            assert all(len(body.names) == len(body.ops) for body in bodies)
+            assert summary.nodes_top == len(bodies[0].names)
+            rewrite(opened, options(("op", "Relu=ste"), ("op", "Sign=ste"), allow_missing=True))
+            assert isinstance(written(opened), bytes)
     except NotApplicable:
-        pass  # the caller parses the file whole and reports what is wrong
-    else:
-        assert all(len(body.names) == len(body.ops) for body in bodies)
-        assert summary.nodes_top == len(bodies[0].names)
-    try:
-        output, _ = fast(bytes(mutated), options(("op", "Relu=ste"), ("op", "Sign=ste"), allow_missing=True))
-    except NotApplicable:
-        return
+        pass  # the factory parses the file whole and reports what is wrong
     except SelectionError as error:  # a mutated override is one a rule may not replace without --force
         assert "add --force" in str(error)
-        return
-    assert isinstance(output, bytes)
 
 
 def test_function_edits_survive_a_rule_that_misses(frozen):
@@ -146,15 +142,14 @@ def test_function_edits_survive_a_rule_that_misses(frozen):
 
 
 def test_constants_are_copied_in_the_kernel_never_read(tmp_path, reads):
-    from graphgrad.edits.fast import rewrite_graphdef_file
-    from graphgrad.files import io
+    from graphgrad.readings import open_reading
 
     frozen = frozen_graph(layers=8, width=256).SerializeToString(deterministic=True)
     source_path, out = tmp_path / "frozen.pb", tmp_path / "out.pb"
     source_path.write_bytes(frozen)
-    with io.SourceFile(str(source_path)) as source:
-        chunks, report = rewrite_graphdef_file(source, options(("op", "Relu=guided_relu")))
-        assert io.write_chunks(str(out), chunks, source)
+    with open_reading(str(source_path)) as opened:
+        rewrite(opened, options(("op", "Relu=guided_relu")))
+        assert opened.write(str(out), None, True)
     assert sum(end - start for start, end in reads) < len(frozen) / 20, "the scan read the constants"
     assert out.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
 
@@ -178,8 +173,8 @@ def test_ops_on_a_frozen_model_reads_no_constant_and_sees_what_a_full_parse_sees
 
 
 def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
-    from graphgrad.edits.summary import summarize, summarize_bodies
-    from graphgrad.files.small_nodes import _attr_field
+    from graphgrad.edits.summary import summarize
+    from graphgrad.readings.small_nodes import _attr_field
     from graphgrad.files.wireformat import encode_varint as _encode_varint
 
     graph_def = frozen_graph(layers=2, width=256, with_function=False)
@@ -187,25 +182,24 @@ def test_ops_takes_the_last_of_repeated_override_entries_as_protobuf_does():
     encodings = [node.SerializeToString(deterministic=True) for node in graph_def.node]
     encodings[3] += _attr_field("graphgrad/identity")  # a second entry of the same key, later on the wire
     data = b"".join(b"\x0a" + _encode_varint(len(encoded)) + encoded for encoded in encodings)
-    fast_summary = summarize_bodies("g.pb", "graphdef", "binary", [("", graphdef_bodies(data))])
-    full = summarize(Model(read_model_bytes(data), "graphdef", "binary", "g.pb"))
-    assert fast_summary == full and [o.value for o in full.overrides] == ["graphgrad/identity"]
+    stored = fast_summary(data)
+    full = summarize(Model(read_model_bytes(data), "graphdef", "binary", stored.path))
+    assert stored == full and [o.value for o in full.overrides] == ["graphgrad/identity"]
 
 
 def test_a_small_file_is_read_once(tmp_path, reads):
-    from graphgrad.edits.fast import rewrite_graphdef_file
-    from graphgrad.files import io
-    from graphgrad.files.stored import WHOLE_READ_LIMIT
+    from graphgrad.readings import open_reading
+    from graphgrad.readings.factory import WHOLE_READ_LIMIT
 
     frozen = frozen_graph(layers=8, width=64).SerializeToString(deterministic=True)
     assert len(frozen) <= WHOLE_READ_LIMIT
     source_path = tmp_path / "frozen.pb"
     source_path.write_bytes(frozen)
     out = tmp_path / "out.pb"
-    with io.SourceFile(str(source_path)) as source:
-        chunks, _ = rewrite_graphdef_file(source, options(("op", "Relu=guided_relu")))
+    with open_reading(str(source_path)) as opened:
+        rewrite(opened, options(("op", "Relu=guided_relu")))
         assert reads == [(0, len(frozen))]
-        io.write_chunks(str(out), chunks, source)  # untouched ranges still copied in the kernel
+        opened.write(str(out), None, True)  # untouched ranges still copied in the kernel
     assert out.read_bytes() == fast(frozen, options(("op", "Relu=guided_relu")))[0]
 
 
@@ -214,21 +208,20 @@ def test_a_small_file_is_read_once(tmp_path, reads):
 ])
 @pytest.mark.parametrize("graph", [
     lambda: frozen_graph(layers=8, width=256),  # scanned here
-    many_nodes,  # parsed with graphgrad.files.small_nodes's cut-down schema
+    many_nodes,  # parsed with graphgrad.readings.small_nodes's cut-down schema
 ])
 def test_reset_without_inserted_nodes_equals_the_full_one(graph, reset):
-    from graphgrad.edits.stored import open_for_edits
     from graphgrad.edits.surgery import ResetOptions, reset_in, reset_model
-    from graphgrad.files.stored import in_memory_chunks
+    from graphgrad.readings import Needs
 
     rewritten, _ = fast(graph().SerializeToString(deterministic=True),
                         options(("op", "Relu=guided_relu"), ("op", "Sign=ste"), ("op", "Identity=identity"),
                                 allow_missing=True))
     reset_options = ResetOptions(**reset)
-    editable = open_for_edits(rewritten, lambda: rewritten, "g.pb", reset_options.functions, removes=True)
-    stored_report = reset_in(editable.scopes, reset_options)
+    with stored_reading(rewritten, Needs(removals=True)) as opened:
+        stored_report = reset_in(opened.scopes(reset_options.functions), reset_options)
+        output = written(opened)
     full, report = reset_model(Model(read_model_bytes(rewritten), "graphdef", "binary"), reset_options)
-    output = b"".join(bytes(chunk) for chunk in in_memory_chunks(rewritten, editable.chunks()))
     assert read_model_bytes(output) == full.message
     assert stored_report == report and report.overrides
 
@@ -265,7 +258,7 @@ def test_reset_undoes_inserted_nodes_without_reading_constants(tmp_path, reads):
     ["rewrite", "--op", "Relu=zero", "--op", "Sign=ste", "--embed"],  # the Sign in a function body
 ])
 def test_node_level_edits_of_a_frozen_model_read_no_constant(tmp_path, reads, args):
-    """insert and --embed on the skeleton (graphgrad.files.skeleton): the constants
+    """insert and --embed on the skeleton (graphgrad.readings.skeleton): the constants
     are copied by range, never read, and the result is the full parse's, byte for
     byte once parsed; a second run finds it up to date."""
     from graphgrad import parse_spec, rewrite_model

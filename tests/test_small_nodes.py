@@ -1,16 +1,16 @@
-"""The cut-down parses for GraphDefs of many small nodes (graphgrad.files.small_nodes)."""
+"""The cut-down parses for GraphDefs of many small nodes (graphgrad.readings.small_nodes)."""
 
 import pytest
 from conftest import fast_rewrite as fast
 from conftest import rule_options as options
-from conftest import run_cli
+from conftest import fast_summary, run_cli, stored_reading
 from graphs import chain_graph, frozen_graph, many_nodes
 
 from graphgrad import iter_nodes, read_model, rewrite_model
 from graphgrad.files.io import parse_model_bytes
-from graphgrad.files.scan import ScannedGraph, SmallNodes
-from graphgrad.files.small_nodes import HeadGraph, parse
-from graphgrad.files.wireformat import NotApplicable
+from graphgrad.readings.errors import NotApplicable, SmallNodes
+from graphgrad.readings.scan import ScannedGraph
+from graphgrad.readings.small_nodes import HeadGraph, parse
 from graphgrad.graph.model import Model
 from graphgrad.names import ATTR
 
@@ -93,12 +93,11 @@ def test_cli_rewrites_a_chain_through_it(tmp_path):
 
 def summaries(data, functions=True):
     """(cut-down summary, full-parse summary) of GraphDef bytes."""
-    from graphgrad.edits.fast import graphdef_bodies
-    from graphgrad.edits.summary import summarize, summarize_bodies
+    from graphgrad.edits.summary import summarize
 
-    fast_summary = summarize_bodies("g.pb", "graphdef", "binary", [("", graphdef_bodies(data, functions))])
-    full = summarize(Model(parse_model_bytes(data)[0], "graphdef", "binary", "g.pb"), functions)
-    return fast_summary, full
+    stored = fast_summary(data, functions)
+    full = summarize(Model(parse_model_bytes(data)[0], "graphdef", "binary", stored.path), functions)
+    return stored, full
 
 
 @pytest.mark.parametrize("functions", [True, False])
@@ -131,14 +130,13 @@ def test_the_override_name_elsewhere_in_the_bytes_is_no_override():
 
 
 @pytest.mark.parametrize("index", [3, 100])  # in the scanner's sample, or past it
-def test_a_node_without_an_op_goes_to_the_full_parse(tmp_path, index):
+def test_a_node_without_an_op_among_the_first_is_refused_as_the_full_parse_refuses(tmp_path, index):
     graph_def = chain_graph(300)
     graph_def.node[index].op = ""
     data = graph_def.SerializeToString()
     with pytest.raises(NotApplicable):
-        summaries(data)
-    with pytest.raises(NotApplicable):  # the op types would not line up with the nodes
-        fast(data, options(("op", "Sign=ste")))
+        with stored_reading(data):
+            pass
     source, out = tmp_path / "g.pb", tmp_path / "out.pb"
     source.write_bytes(data)
     result = run_cli("rewrite", source, "--op", "Sign=ste", "-o", out, expect=1)  # the full parse refuses it
@@ -158,6 +156,20 @@ def test_cli_ops_groups_thousands_of_overrides(tmp_path):
     assert len(listed) == 20000 and listed[0]["node"] == "layer1/Sign"
 
 
+def test_a_node_without_an_op_past_the_first_reads_as_the_full_parse_reads_it():
+    """Past the nodes the full parse looks at, a node without an op is read: the
+    flat lists would not line up with the nodes, so they are read node by node."""
+    graph_def = chain_graph(1100)
+    graph_def.node[1050].op = ""
+    data = graph_def.SerializeToString()
+    stored, full = summaries(data)
+    assert stored == full and full.nodes_top == len(graph_def.node)
+    rules = options(("op", "Sign=ste"))
+    output, report = fast(data, rules)
+    expected, expected_report = rewrite_model(Model(graph_def, "graphdef", "binary"), rules)
+    assert parse_model_bytes(output)[0] == expected.message and report == expected_report
+
+
 @pytest.mark.parametrize("rules", [
     [("op", "Sign=ste"), ("op", "Identity=reverse"), ("op", "Sign=ste(clip=1)")],
     [("op", "Sign=ste"), ("op", "Round=ste")],
@@ -166,7 +178,7 @@ def test_cli_ops_groups_thousands_of_overrides(tmp_path):
 ])
 @pytest.mark.parametrize("allow_missing", [False, True])
 def test_plain_op_rules_skip_the_per_node_objects_with_the_same_outcome(monkeypatch, rules, allow_missing):
-    import graphgrad.edits.fast
+    import graphgrad.edits.rewrite
 
     graph_def = chain_graph(300)
     data = graph_def.SerializeToString()
@@ -177,7 +189,7 @@ def test_plain_op_rules_skip_the_per_node_objects_with_the_same_outcome(monkeypa
         full_error = str(error)
     else:
         full_error = None
-    monkeypatch.setattr(graphgrad.edits.fast, "apply_rules", None)  # the per-node path would fail
+    monkeypatch.setattr(graphgrad.edits.rewrite, "apply_rules", None)  # the per-node path would fail
     try:
         output, report = fast(data, rewrite_options)
     except Exception as error:

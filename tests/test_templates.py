@@ -1,5 +1,5 @@
 """A surrogate is recorded once as a template and added many times from its bytes
-(graphgrad.edits.nodes.NodeTemplate): each instance must encode exactly as its
+(graphgrad.edits.templates.NodeTemplate): each instance must encode exactly as its
 nodes, made one by one with the values in place, encode."""
 
 import pytest
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from graphgrad import parse_spec
 from graphgrad.edits.embed import DEVICE_SLOT, GROUP_SLOT, X_SLOT, Y_SLOT, _record
-from graphgrad.edits.nodes import _NODE_FIELDS, _Instance
+from graphgrad.readings.scope import _NODE_FIELDS, _Instance
 from graphgrad.files.protos import DataType, GraphDef
 from graphgrad.files.wireformat import encode_nodes
 

@@ -2,7 +2,7 @@
 
 import click
 
-from ..edits.nodes import parse_dtype
+from ..edits.tensors import parse_dtype
 from ..edits.surgery import InsertOptions
 from ..gradients.spec import parse_spec
 from ..gradients.user_modules import load_gradient_module

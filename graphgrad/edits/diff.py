@@ -3,20 +3,18 @@ attributes (``_gradient_op_type`` above all), top level and function bodies.
 
 Written once over *listings*: every node by graph and qualified name, and the
 rest of each graph. A parsed model gives one (:func:`diff_models`); two binary
-GraphDefs are compared as stored (:func:`diff_stored`): a top-level node whose
-bytes are the same on both sides is equal, left out before anything is decoded,
-so a frozen model's constants are compared as bytes, never parsed.
+GraphDefs read as stored are compared as stored (:func:`diff_readings`): a
+top-level node whose bytes are the same on both sides is equal, left out before
+anything is decoded, so a frozen model's constants are compared as bytes, never parsed.
 """
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf.message import DecodeError
-
 from ..files.protos import NodeDef
-from ..files.wireformat import NotApplicable
 from ..graph.model import Model, iter_graph_nodes, iter_nodes, override_of
 from ..names import ATTR
+from ..readings.protocol import Reading
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 
@@ -59,10 +57,7 @@ class _Stored:
 
     @property
     def node(self) -> Any:
-        try:
-            return NodeDef.FromString(self._encodings[self._index])
-        except DecodeError:  # the full parse reports what is wrong
-            raise NotApplicable("a node does not parse") from None
+        return NodeDef.FromString(self._encodings[self._index])  # the reading found the file a GraphDef
 
 
 @dataclass
@@ -134,11 +129,18 @@ def diff_models(a: Model, b: Model) -> ModelDifference:
     return _difference(left, right, other)
 
 
-def diff_stored(a: Any, b: Any) -> ModelDifference:
-    """Compare two binary GraphDefs as stored (:func:`graphgrad.files.stored.open_stored`:
-    a frozen model's spans or many small nodes' encodings) as :func:`diff_models`
-    compares their parses. Raises :class:`NotApplicable` where a node does not parse."""
-    (names_a, ops_a, stored_a), (names_b, ops_b, stored_b) = a.top_level(), b.top_level()
+def diff_readings(a: Reading, b: Reading) -> ModelDifference:
+    """Compare two readings of models: as stored where both are binary GraphDefs
+    read so (a frozen model's spans or many small nodes' encodings), as
+    :func:`diff_models` compares their parses; else their parses."""
+    stored_a, stored_b = a.stored_nodes(), b.stored_nodes()
+    if stored_a is None or stored_b is None:
+        return diff_models(a.model(), b.model())
+    return _diff_stored(a, stored_a, b, stored_b)
+
+
+def _diff_stored(a: Reading, top_a: tuple, b: Reading, top_b: tuple) -> ModelDifference:
+    (names_a, ops_a, stored_a), (names_b, ops_b, stored_b) = top_a, top_b
     at_a, at_b = dict(zip(names_a, range(len(names_a)))), dict(zip(names_b, range(len(names_b))))  # the last wins
     # Equal as stored, so equal: left out before any is decoded.
     same = {name for name, i in at_a.items() if (j := at_b.get(name)) is not None and stored_a[i] == stored_b[j]}
@@ -146,12 +148,11 @@ def diff_stored(a: Any, b: Any) -> ModelDifference:
                        _stored_listing(b, at_b, ops_b, stored_b, same), [])
 
 
-def _stored_listing(graph: Any, at: dict, ops: list, encodings: Any, same: set) -> _Listing:
+def _stored_listing(reading: Reading, at: dict, ops: list, encodings: Any, same: set) -> _Listing:
     nodes: dict = {("", name): _Stored(ops[index], encodings, index) for name, index in at.items() if name not in same}
-    library = graph.library.graph()
     nodes.update(((ref.graph, ref.name), _Parsed(ref.op_type, ref.node))
-                 for ref in iter_graph_nodes(library, "", True) if ref.function is not None)
-    rest = graph.rest()
+                 for ref in iter_graph_nodes(reading.library_graph(), "", True) if ref.function is not None)
+    rest = reading.rest()
     _clear_nodes([rest])
     return _Listing(nodes, rest)
 

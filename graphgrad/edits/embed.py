@@ -21,7 +21,10 @@ from typing import Any
 from ..errors import GraphgradError, SpecError
 from ..files.protos import AttrValue, DataType, TensorProto
 from ..gradients.spec import GradientSpec
-from .nodes import BYPASS, EMBED_SPEC, NodeTemplate, Recorder, Scope, dtype_attr, dtype_name
+from ..names import BYPASS, EMBED_SPEC
+from ..readings.protocol import EditScope
+from .templates import NodeTemplate, Recorder
+from .tensors import dtype_attr, dtype_name
 
 REPLACEMENTS = ("identity", "ste", "approx_sign", "swish_sign", "triangle", "zero")
 TRANSFORMS = ("scale", "reverse")
@@ -79,7 +82,7 @@ def surrogate_for(spec: GradientSpec) -> Surrogate:
     return Surrogate(replacement, factor)
 
 
-# The slots of a surrogate's template (graphgrad.edits.nodes.NodeTemplate): its
+# The slots of a surrogate's template (graphgrad.edits.templates.NodeTemplate): its
 # group's name, x, y and the device. NUL never occurs in the labels around them.
 GROUP_SLOT, X_SLOT, Y_SLOT, DEVICE_SLOT = "\0group\0", "\0x\0", "\0y\0", "\0device\0"
 
@@ -135,7 +138,7 @@ def _const_attrs(dtype: int, value: float) -> dict:
     return {"value": AttrValue(tensor=tensor), "dtype": dtype_attr(dtype)}
 
 
-def build_embedded(scope: Scope, x_ref: str, y_ref: str, dtype: int | None, spec: GradientSpec, base: str,
+def build_embedded(scope: EditScope, x_ref: str, y_ref: str, dtype: int | None, spec: GradientSpec, base: str,
                    device: str = "", bypass: bool = False) -> tuple[str, str]:
     """Add the surrogate for ``spec`` on y = f(x) under a new group ``<base>/graphgrad_embed``;
     returns the name of its output node and the output's ref.

@@ -2,7 +2,7 @@
 
 :func:`apply_rules` works on any node references with ``name``, ``op_type``,
 ``override`` and ``set_override`` (file nodes, or the live ops of a tf.Graph);
-:func:`rewrite_model` is the pure version for a loaded model file.
+:func:`rewrite` applies rules to any reading of a model file, the notes included.
 """
 
 from collections import Counter
@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from ..errors import SelectionError
-from ..graph.functions import first_names, graph_calls_into_overrides, saved_gradients, unrouted_calls_note
-from ..graph.model import Model, iter_nodes
-from ..names import CUSTOM_GRADIENT
-from .select import DANGLING, op_types_needed, select_nodes
-from .nodes import scopes
+from ..graph.functions import first_names, unrouted_calls_note
+from ..names import CUSTOM_GRADIENT, SIGN
+from ..readings.protocol import BulkOverrides, Reading
+from .select import DANGLING, choose_by_op_type, op_types_needed, select_nodes
 from .tensor_params import check_tensor_params, refuse_in_functions
-from .traps import SIGN, graphgrad_spec, looks_at_x, no_gradient_notes, scopes_of, sign_notes
+from .traps import graphgrad_spec, looks_at_x, no_gradient_notes, sign_notes
 
 
 @dataclass(frozen=True)
@@ -294,42 +293,54 @@ def _describe_refused(refused) -> str:
     return "; ".join(phrases[:3]) + ("; ..." if len(phrases) > 3 else "")
 
 
-def rewrite_model(model: Model, options: RewriteOptions, inplace: bool = False) -> tuple[Model, "RewriteReport"]:
-    """Apply ``options`` to ``model``; returns ``(new_model, report)``: overrides,
-    or with ``options.embed`` surrogate subgraphs (:func:`graphgrad.edits.surgery.embed_rules`).
-
-    The input is left as it was unless ``inplace``.
-    """
-    if options.embed:
-        from .surgery import embed_rules  # surgery builds on this module
-
-        return embed_rules(model, options, inplace)
-    result = model if inplace else model.copy()
-    top_levels = scopes(result, functions=False)
-    for rule in options.rules:
-        check_tensor_params(top_levels, rule.spec)
+def rewrite(reading: Reading, options: RewriteOptions) -> RewriteReport:
+    """Give the nodes ``options`` select their overrides, on any reading of a model
+    (:func:`graphgrad.readings.open_reading`), and report with notes. Where the
+    reading offers it (:meth:`~graphgrad.readings.protocol.Reading.bulk_overrides`),
+    plain ``--op`` rules are applied to columns, without an object per node."""
+    reading_tensors = {rule.spec.attr_value: rule.spec for rule in options.rules if rule.spec.tensor_refs}
+    if reading_tensors:
+        top_levels = reading.scopes(functions=False)
+        for spec in reading_tensors.values():
+            check_tensor_params(top_levels, spec)
     op_types = op_types_needed(options.rules, options.match, options.exclude)
-    report = apply_rules(
-        iter_nodes(result, options.functions, op_types), options,
-        all_nodes=lambda: iter_nodes(result, options.functions),
-        saved=lambda: {(label, value): function for label, graph_def in result.graphs()
-                       for value, function in saved_gradients(graph_def).items()},
-    )
-    reading = {rule.spec.attr_value: rule.spec for rule in options.rules if rule.spec.tensor_refs}
-    for node in iter_nodes(result, options.functions) if reading else ():
-        if node.function is not None and node.override in reading:
-            refuse_in_functions(reading[node.override], node.name)
-    calls = [
-        f"{label}: {name}" if label else name
-        for label, graph_def in result.graphs() for name in graph_calls_into_overrides(graph_def)
-    ]
+
+    def all_nodes() -> list:
+        return reading.candidates(None, options.functions)
+
+    bulk = reading.bulk_overrides(op_types, options.functions) if op_types is not None else None
+    if bulk is not None:
+        report = _apply_in_bulk(bulk, options, all_nodes)
+    else:
+        report = apply_rules(reading.candidates(op_types, options.functions), options, all_nodes=all_nodes,
+                             saved=reading.saved_gradients)
+    for node in all_nodes() if reading_tensors else ():
+        if node.function is not None and node.override in reading_tensors:
+            refuse_in_functions(reading_tensors[node.override], node.name)
+    calls = reading.unrouted_calls()
     report.notes += [unrouted_calls_note(calls)] if calls else []
     report.notes += no_gradient_notes(report.by_op_type)
     if changes_signs(report):
-        for label, graph_def in result.graphs():
-            for prefix, nodes in scopes_of(graph_def):
-                report.notes += sign_trap_notes(report, label, prefix, nodes)
-    return result, report
+        lists, skipped = reading.sign_lists()
+        report.notes += skipped
+        for label, prefix, nodes, signs, adds in lists:
+            report.notes += sign_trap_notes(report, label, prefix, nodes, signs, adds)
+    return report
+
+
+def _apply_in_bulk(bulk: BulkOverrides, options: RewriteOptions, all_nodes: Callable[[], Iterable]) -> RewriteReport:
+    """:func:`apply_rules` for the commonest case, on columns: plain ``--op`` rules,
+    and no node has an override yet (so every selected node changes, and none is refused)."""
+    names, ops = bulk.names, bulk.ops
+    chosen, notes = choose_by_op_type(
+        Counter(ops), options.rules, options.allow_missing, all_nodes,
+        names_of=lambda op_type: [name for name, op in zip(names, ops) if op == op_type],
+    )
+    refuse_misfits((op_type, rule.spec, names[ops.index(op_type)]) for op_type, rule in chosen.items())
+    values = {op_type: rule.spec.attr_value for op_type, rule in chosen.items()}
+    bulk.apply(values)
+    changes = (("",) * len(names), names, ops, (None,) * len(names), list(map(values.get, ops)))
+    return RewriteReport.from_columns(changes, notes=notes)
 
 
 def changes_signs(report: RewriteReport) -> bool:

@@ -9,9 +9,11 @@ from fnmatch import fnmatchcase
 from ..errors import GraphgradError, SelectionError
 from ..gradients.spec import GradientSpec
 from ..graph.model import Model, override_of
-from ..names import ATTR
+from ..names import ATTR, BYPASS, EMBED_SPEC, GROUP, SOURCE
+from ..readings import open_reading
+from ..readings.protocol import EditScope
 from .embed import build_embedded, surrogate_for
-from .nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE, Scope, dtype_attr, dtype_name, locate_tensor, scopes
+from .tensors import dtype_attr, dtype_name, locate_tensor
 from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
 from .select import op_types_needed, select_nodes
 from .tensor_params import check_tensor_params, refuse_in_functions
@@ -45,7 +47,7 @@ def _spec_of_group_output(node) -> str:
     return override_of(node) or ""
 
 
-def _already_there(scope: Scope, ref: str, want: str, described: str):
+def _already_there(scope: EditScope, ref: str, want: str, described: str):
     """The graphgrad node already standing in for ``ref`` with ``want``, or None
     when there is none; a different one there is an error."""
     existing = scope.stand_in(ref)
@@ -61,6 +63,12 @@ def _already_there(scope: Scope, ref: str, want: str, described: str):
     return existing
 
 
+def _scopes_of(model: Model, functions: bool = True) -> list[EditScope]:
+    """The lists of nodes of a loaded model, to edit in place."""
+    with open_reading(model) as reading:
+        return reading.scopes(functions)
+
+
 def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False) -> tuple[Model, list]:
     """Put ``options.spec`` on a tensor: a new Identity carrying the override (or,
     with ``embed``, the surrogate subgraph), with the tensor's consumers moved to it.
@@ -68,10 +76,10 @@ def insert_gradient(model: Model, options: InsertOptions, inplace: bool = False)
     Returns ``(model, [Insertion])``, one per graph that has the tensor.
     """
     result = model if inplace else model.copy()
-    return result, insert_in(scopes(result), options)
+    return result, insert_in(_scopes_of(result), options)
 
 
-def insert_in(every_scope: list[Scope], options: InsertOptions) -> list[Insertion]:
+def insert_in(every_scope: list[EditScope], options: InsertOptions) -> list[Insertion]:
     """:func:`insert_gradient` on the scopes of a graph, however it is read."""
     if options.embed:
         surrogate_for(options.spec)  # refuse unembeddable specs before touching anything
@@ -146,10 +154,10 @@ def bypass_region(model: Model, options: BypassOptions, inplace: bool = False) -
     Returns ``(model, [Bypass])``, one per graph that has both tensors.
     """
     result = model if inplace else model.copy()
-    return result, bypass_in(scopes(result), options)
+    return result, bypass_in(_scopes_of(result), options)
 
 
-def bypass_in(every_scope: list[Scope], options: BypassOptions) -> list[Bypass]:
+def bypass_in(every_scope: list[EditScope], options: BypassOptions) -> list[Bypass]:
     """:func:`bypass_region` on the scopes of a graph, however it is read."""
     surrogate = surrogate_for(options.spec)
     if surrogate.replacement is None or surrogate.replacement.name == "zero":
@@ -191,7 +199,7 @@ def bypass_in(every_scope: list[Scope], options: BypassOptions) -> list[Bypass]:
     return bypasses
 
 
-def _check_bypass(scope: Scope, source: str, target: str, options: BypassOptions) -> None:
+def _check_bypass(scope: EditScope, source: str, target: str, options: BypassOptions) -> None:
     """One line for each way the two tensors cannot be joined."""
     if not scope.depends_on(target, source):
         raise SelectionError(
@@ -223,7 +231,7 @@ def _compatible(a: list | None, b: list | None) -> bool:
     return len(a) == len(b) and all(x == y or x < 0 or y < 0 for x, y in zip(a, b))
 
 
-def _chosen_uses(scope: Scope, ref: str, options: InsertOptions):
+def _chosen_uses(scope: EditScope, ref: str, options: InsertOptions):
     uses = scope.consumers(ref)
     if not uses:
         raise SelectionError(f"nothing consumes {options.tensor}, so a gradient there would change nothing")
@@ -241,13 +249,13 @@ def _chosen_uses(scope: Scope, ref: str, options: InsertOptions):
 
 
 def embed_rules(model: Model, options: RewriteOptions, inplace: bool = False) -> tuple[Model, RewriteReport]:
-    """Like :func:`~graphgrad.edits.rewrite.rewrite_model`, but writes each selected
+    """Like :func:`~graphgrad.edits.apply.rewrite_model`, but writes each selected
     node's surrogate into the graph instead of an override. Returns ``(model, report)``."""
     result = model if inplace else model.copy()
-    return result, embed_in(scopes(result, options.functions), options)
+    return result, embed_in(_scopes_of(result, options.functions), options)
 
 
-def embed_in(every_scope: list[Scope], options: RewriteOptions) -> RewriteReport:
+def embed_in(every_scope: list[EditScope], options: RewriteOptions) -> RewriteReport:
     """:func:`embed_rules` on the scopes of a graph, however it is read (parsed,
     a frozen model's skeleton, or many small nodes as stored)."""
     for rule in options.rules:
@@ -275,7 +283,7 @@ def embed_in(every_scope: list[Scope], options: RewriteOptions) -> RewriteReport
     return report
 
 
-def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
+def _embed_node(scope: EditScope, node, spec: GradientSpec, qualified: str):
     """Embed ``spec`` on output 0 of ``node``; returns (old, new) descriptions or None."""
     uses_by_ref = scope.uses_by_ref(node.name)
     used = sorted(uses_by_ref)
@@ -310,7 +318,7 @@ def _embed_node(scope: Scope, node, spec: GradientSpec, qualified: str):
     return None, want
 
 
-def _custom_gradient_argument(scope: Scope, inputs: list, described: str) -> str:
+def _custom_gradient_argument(scope: EditScope, inputs: list, described: str) -> str:
     """The argument of result 0 of a ``tf.custom_gradient`` IdentityN with ``inputs``
     (results, then arguments), the split read from the graph as the loading side
     reads it (:func:`graphgrad.gradients.common.custom_gradient_results`): results
@@ -340,7 +348,7 @@ def _custom_gradient_argument(scope: Scope, inputs: list, described: str) -> str
     return inputs[chosen[0]]
 
 
-def _refuse_tf1_loop(scope: Scope, node, described: str) -> None:
+def _refuse_tf1_loop(scope: EditScope, node, described: str) -> None:
     if scope.in_tf1_loop(node.name):
         raise SelectionError(
             f"{described} ({node.op}) is inside a TF1 while loop, whose gradient TensorFlow builds in the "
@@ -383,10 +391,10 @@ def reset_model(model: Model, options: ResetOptions, inplace: bool = False) -> t
     on a graph that had no overrides gives back the original message.
     """
     result = model if inplace else model.copy()
-    return result, reset_in(scopes(result, options.functions), options)
+    return result, reset_in(_scopes_of(result, options.functions), options)
 
 
-def reset_in(every_scope: list[Scope], options: ResetOptions) -> ResetReport:
+def reset_in(every_scope: list[EditScope], options: ResetOptions) -> ResetReport:
     """:func:`reset_model` on the scopes of a graph, however it is read (parsed,
     a frozen model's skeleton, or many small nodes as stored)."""
     selects = reset_selects(options)

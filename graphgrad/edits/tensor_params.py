@@ -5,12 +5,12 @@ reads at every step (see :func:`graphgrad.tf.runtime.build_gradient_function`)."
 from ..errors import SelectionError
 from ..files.protos import DataType
 from ..gradients.spec import GradientSpec
-from .nodes import Scope
+from ..readings.protocol import EditScope
 
 _FLOATS = {DataType.Value(name) for name in ("DT_FLOAT", "DT_DOUBLE", "DT_HALF", "DT_BFLOAT16")}
 
 
-def check_tensor_params(every_scope: list[Scope], spec: GradientSpec) -> None:
+def check_tensor_params(every_scope: list[EditScope], spec: GradientSpec) -> None:
     """One line naming the first tensor parameter of ``spec`` that a top level of
     the model (of ``every_scope``, its scopes) lacks, or that is not a floating-point
     scalar there."""

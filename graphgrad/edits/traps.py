@@ -1,7 +1,7 @@
 """Patterns in a graph that make a rewrite do something other than what was meant.
 
 Pure functions over nodes with ``name``, ``op`` and ``input`` (NodeDefs, or the
-cut-down heads of :mod:`graphgrad.files.small_nodes`), shared by ``rewrite`` and ``check``.
+cut-down heads of :mod:`graphgrad.readings.small_nodes`), shared by ``rewrite`` and ``check``.
 """
 
 import re
@@ -11,9 +11,8 @@ from typing import Any
 
 from ..errors import SpecError
 from ..gradients.spec import GradientSpec, spec_from_attr_value
+from ..names import ADDS, SIGN
 
-SIGN = "Sign"
-ADDS = ("Add", "AddV2")
 # Replacements that do not look at x: a shift of x cannot hurt them.
 BLIND_TO_X = ("identity", "zero", "call")
 
@@ -29,12 +28,6 @@ def graphgrad_spec(value: str | None) -> GradientSpec | None:
         return spec_from_attr_value(value) if value else None
     except SpecError:
         return None
-
-
-def scopes_of(graph_def: Any) -> list:
-    """``(prefix, nodes)`` of a GraphDef's top level (prefix "") and of each function
-    body (prefix ``FUNCTION/``)."""
-    return [("", graph_def.node)] + [(f.signature.name + "/", f.node_def) for f in graph_def.library.function]
 
 
 def sign_notes(nodes: Sequence | None, spec_of: Callable[[str], Any], prefix: str = "", signs: Sequence | None = None,

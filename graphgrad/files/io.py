@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from ..errors import GraphgradError, ModelReadError, ModelWriteError
 from ..graph.model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
 from . import protos
-from .validity import plausible_graph
+from .plausible import plausible_graph
 
 SAVED_MODEL_FILES = {BINARY: "saved_model.pb", TEXT: "saved_model.pbtxt"}
 # What a SavedModel directory holds besides its graph; fingerprint.pb is left

@@ -1,28 +1,9 @@
-"""The protobuf wire format, read and written by hand where a parse would build
-too much: varints and the fields of a message as spans."""
+"""The protobuf wire format, written by hand where building messages would cost
+too much: varints, fields, and nodes encoded from plain values. (Reading it by
+hand is the fast readings' job: :mod:`graphgrad.readings.wire`.)"""
 
 import re
-from collections.abc import Iterable, Iterator
-from typing import Any
-
-
-class NotApplicable(Exception):
-    """The bytes are not a binary GraphDef this path should handle (the caller
-    then parses them whole, and the full parse says what is wrong)."""
-
-
-def varint(data: Any, position: int) -> tuple[int, int]:
-    """The varint at ``data[position]`` and the position after it."""
-    result = shift = 0
-    while True:
-        if position >= len(data) or shift > 63:
-            raise NotApplicable("truncated varint")
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, position
-        shift += 7
+from collections.abc import Iterable
 
 
 def encode_varint(value: int) -> bytes:
@@ -36,32 +17,6 @@ def encode_varint(value: int) -> bytes:
         else:
             out.append(byte)
             return bytes(out)
-
-
-def fields(data: Any, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
-    """``(field number, wire type, entry start, payload start, payload end)`` of
-    each field of the message at ``data[start:end]``."""
-    position = start
-    while position < end:
-        entry = position
-        tag, position = varint(data, position)
-        number, wire_type = tag >> 3, tag & 7
-        if wire_type == 2:
-            length, position = varint(data, position)
-            payload = position
-            position += length
-        elif wire_type == 0:
-            payload = position
-            _, position = varint(data, position)
-        elif wire_type == 1:
-            payload, position = position, position + 8
-        elif wire_type == 5:
-            payload, position = position, position + 4
-        else:
-            raise NotApplicable(f"wire type {wire_type}")
-        if position > end or number == 0:
-            raise NotApplicable("field runs past the end")
-        yield number, wire_type, entry, payload, position
 
 
 # A length below 128 is its own one-byte varint: most names and attribute entries.

@@ -137,6 +137,12 @@ def iter_graph_nodes(graph_def: Any, label: str = "", functions: bool = True,
     return [NodeRef(label, name, node) for name, nodes in bodies for node in nodes if node.op in op_types]
 
 
+def scopes_of(graph_def: Any) -> list:
+    """``(prefix, nodes)`` of a GraphDef's top level (prefix "") and of each function
+    body (prefix ``FUNCTION/``)."""
+    return [("", graph_def.node)] + [(f.signature.name + "/", f.node_def) for f in graph_def.library.function]
+
+
 def iter_nodes(model: Model, functions: bool = True, op_types: Container[str] | None = None) -> list[NodeRef]:
     """Every node of every graph in ``model`` (of ``op_types`` only, if given)."""
     return [

@@ -8,30 +8,24 @@ them uses (surgery, diff, summary) are imported by the functions that use them:
 import os
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
-from ..edits.fast import graphdef_file_bodies, rewrite_graphdef_file
-from ..edits.rewrite import RewriteOptions, RewriteReport, rewrite_model
-from ..edits.stored import open_for_edits
+from ..edits.apply import rewrite_reading
+from ..edits.rewrite import RewriteOptions, RewriteReport
 from ..errors import GraphgradError, ModelWriteError, NothingSelectedError, UsageError
 from ..files.io import (
-    SourceFile,
     backup_file,
     first_missing,
     make_directory,
     make_parent_directories,
-    model_from_bytes,
-    read_model,
     remove_empty_directories,
     same_model,
-    write_chunks,
-    write_model,
 )
-from ..files.stored import open_stored, scan_view
-from ..files.wireformat import NotApplicable
-from ..graph.model import BINARY, GRAPHDEF, Model
+from ..graph.model import BINARY
+from ..readings import Needs, open_reading
+from ..readings.protocol import Reading
 from .batch import BatchOptions, Item, plan, run, sweep, with_output
 
 
@@ -96,18 +90,18 @@ class FileResult:
         return "would change" if self.output is None else "up to date"
 
 
-def _change_file(path: str, output: OutputOptions, kind: str | None, operation,
-                 model: Model | None = None) -> FileResult:
-    """Read ``path`` (unless its ``model`` is given), apply
-    ``operation(model) -> (model, report)``, write unless dry run.
-    """
+def _change_file(path: str, output: OutputOptions, kind: str | None, needs: Needs,
+                 edit: Callable[[Reading], Report]) -> FileResult:
+    """Open ``path`` with the reading its job ``needs`` (the parse, for a text
+    output), apply ``edit(reading) -> report`` in place, write unless dry run."""
     target = _target(path, output)
-    if model is None:
-        model = read_model(path, kind)
-    result_model, report = operation(model)
-    same_encoding = output.encoding in (None, model.encoding)
-    return _finish(path, target, output, report, same_encoding,
-                   lambda out: write_model(result_model, out, output.encoding, output.sweep_temporaries))
+    if output.encoding not in (None, BINARY):  # a text output is written from the parse
+        needs = replace(needs, parse=True)
+    with open_reading(path, kind, needs) as reading:
+        report = edit(reading)
+        same_encoding = output.encoding in (None, reading.encoding)
+        return _finish(path, target, output, report, same_encoding,
+                       lambda out: reading.write(out, output.encoding, output.sweep_temporaries))
 
 
 def _finish(path: str, target: str | None, output: OutputOptions, report, same_encoding: bool, write) -> FileResult:
@@ -152,62 +146,11 @@ def _target(path: str, output: OutputOptions) -> str | None:
 def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Rewrite one model file (overrides, or surrogates with ``options.embed``).
 
-    A binary GraphDef takes the fast path of :mod:`graphgrad.edits.fast`: only what
-    rules look at is decoded; other bytes are copied as they were.
+    A binary GraphDef is read as stored (:func:`graphgrad.readings.open_reading`):
+    only what rules look at is decoded; other bytes are copied as they were.
     """
-    def operation(model):
-        return rewrite_model(model, options, inplace=True)
-
-    if options.embed:  # surrogates edit the graph's structure: on the graph as stored
-        from ..edits.surgery import embed_in
-
-        fast = _on_stored(path, partial(embed_in, options=options), options.functions)
-        return _change_graphdef_file(path, output, kind, fast, operation)
-    return _change_graphdef_file(path, output, kind, lambda source: rewrite_graphdef_file(source, options), operation)
-
-
-def _on_stored(path: str, edit: Callable[[list], Any], functions: bool = True, removes: bool = False):
-    """``edit(scopes) -> report`` as the fast path of :func:`_change_graphdef_file`:
-    applied to the graph as stored (:func:`graphgrad.edits.stored.open_for_edits`:
-    a frozen model's skeleton, whose constants are never read, or many small
-    nodes without a NodeDef each), and written back around what it did not change."""
-    def fast(source):
-        editable = open_for_edits(*scan_view(source), path, functions, removes)
-        report = edit(editable.scopes)
-        return editable.chunks(), report
-
-    return fast
-
-
-def _change_graphdef_file(path: str, output: OutputOptions, kind: str | None, fast, operation) -> FileResult:
-    """``fast(source) -> (chunks, report)`` on a binary GraphDef file (see
-    :mod:`graphgrad.edits.fast`); ``operation`` on the full parse of anything else, or
-    where ``fast`` raises :class:`NotApplicable`."""
-    def as_stored(source):
-        chunks, report = fast(source)
-        return _finish(path, _target(path, output), output, report, True,
-                       lambda out: write_chunks(out, chunks, source, output.sweep_temporaries))
-
-    if output.encoding not in (None, BINARY):  # a text output is written from the parse
-        return _change_file(path, output, kind, operation)
-    return _as_stored(path, kind, as_stored, lambda model: _change_file(path, output, kind, operation, model))
-
-
-def _as_stored(path: str, kind: str | None, fast: Callable[[SourceFile], Any],
-               parsed: Callable[[Model | None], Any]) -> Any:
-    """``fast(source)`` on a binary GraphDef file, read as stored; the one place
-    where a job falls back to the full parse: ``parsed(model)`` where ``fast``
-    raises :class:`NotApplicable`, and ``parsed(None)`` (the job reads the model
-    itself) for anything else."""
-    if kind in (None, GRAPHDEF) and os.path.isfile(path):
-        with SourceFile(path) as source:
-            try:
-                return fast(source)
-            except NotApplicable:
-                # the file's bytes are not kept past the parse: they would double a frozen model's footprint
-                model = model_from_bytes(source.read(0, source.size), path, kind)
-        return parsed(model)
-    return parsed(None)
+    needs = Needs(edits=options.embed, parse=any(rule.spec.tensor_refs for rule in options.rules))
+    return _change_file(path, output, kind, needs, lambda reading: rewrite_reading(reading, options))
 
 
 def rewrite_files(paths: Sequence[str], options: RewriteOptions, output: OutputOptions, kind: str | None = None,
@@ -228,14 +171,10 @@ def _rewrite_item(options, output, kind, item: Item) -> FileResult:
 
 def insert_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Put a gradient on one tensor of a model file (``options``: surgery.InsertOptions)."""
-    from ..edits.surgery import insert_gradient, insert_in
+    from ..edits.surgery import insert_in
 
-    def operation(model):
-        model, insertions = insert_gradient(model, options, inplace=True)
-        return model, InsertReport(insertions)
-
-    fast = _on_stored(path, lambda every_scope: InsertReport(insert_in(every_scope, options)))
-    return _change_graphdef_file(path, output, kind, fast, operation)
+    return _change_file(path, output, kind, Needs(edits=True),
+                        lambda reading: InsertReport(insert_in(reading.scopes(), options)))
 
 
 @dataclass
@@ -250,14 +189,10 @@ class BypassReport:
 def bypass_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """BPDA across a region of one model file (``options``: surgery.BypassOptions);
     a frozen model's constants are never read."""
-    from ..edits.surgery import bypass_in, bypass_region
+    from ..edits.surgery import bypass_in
 
-    def operation(model):
-        model, bypasses = bypass_region(model, options, inplace=True)
-        return model, BypassReport(bypasses)
-
-    fast = _on_stored(path, lambda every_scope: BypassReport(bypass_in(every_scope, options)))
-    return _change_graphdef_file(path, output, kind, fast, operation)
+    return _change_file(path, output, kind, Needs(edits=True),
+                        lambda reading: BypassReport(bypass_in(reading.scopes(), options)))
 
 
 def reset_files(paths: Sequence[str], options: Any, output: OutputOptions, kind: str | None = None,
@@ -273,28 +208,21 @@ def _reset_item(options, output, kind, item: Item) -> FileResult:
 
 def reset_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
     """Remove overrides and graphgrad's nodes from one model file (``options``:
-    surgery.ResetOptions). A binary GraphDef is reset as stored (see
-    :func:`_on_stored`): a frozen model's constants are never read."""
-    from ..edits.surgery import reset_in, reset_model
+    surgery.ResetOptions). A binary GraphDef is reset as stored: a frozen model's
+    constants are never read."""
+    from ..edits.surgery import reset_in
 
-    reset_as_stored = _on_stored(path, partial(reset_in, options=options), options.functions, removes=True)
-    return _change_graphdef_file(path, output, kind, reset_as_stored,
-                                 lambda model: reset_model(model, options, inplace=True))
+    return _change_file(path, output, kind, Needs(edits=True, removals=True),
+                        lambda reading: reset_in(reading.scopes(options.functions), options))
 
 
 def diff_files(a: str, b: str, kind: str | None = None) -> Any:
     """What differs between two model files (a diff.ModelDifference). Two binary
-    GraphDefs are compared as stored (:func:`graphgrad.edits.diff.diff_stored`);
-    anything else, or where that reading does not apply, on the full parses."""
-    from ..edits.diff import diff_models, diff_stored
+    GraphDefs are compared as stored (:func:`graphgrad.edits.diff.diff_readings`)."""
+    from ..edits.diff import diff_readings
 
-    def with_a_stored(left):  # either side not read as stored (a NotApplicable while comparing too): both parsed
-        return _as_stored(b, kind,
-                          lambda right: diff_stored(open_stored(*scan_view(left)), open_stored(*scan_view(right))),
-                          lambda right: diff_models(read_model(a, kind), right or read_model(b, kind)))
-
-    return _as_stored(a, kind, with_a_stored, lambda left: diff_models(left or read_model(a, kind),
-                                                                        read_model(b, kind)))
+    with open_reading(a, kind) as left, open_reading(b, kind) as right:
+        return diff_readings(left, right)
 
 
 def _batch(paths, output: OutputOptions, batch: BatchOptions, work, progress) -> list[FileResult]:
@@ -340,16 +268,12 @@ def _guarded(item: Item, process) -> FileResult:
 def summarize_file(path: str, kind: str | None = None, functions: bool = True) -> Any:
     """Read ``path`` and summarise its op types and overrides (a summary.ModelSummary).
 
-    A binary GraphDef is read through cut-down parses or a scan that skips its
-    constants (:func:`wire.graphdef_file_bodies`).
+    A binary GraphDef is read as stored: its top-level NodeDefs are not built.
     """
-    from ..edits.summary import summarize, summarize_bodies
+    from ..edits.summary import summarize_reading
 
-    # The summary may read more of the file (NodeDefs): inside the fast reading's fallback.
-    return _as_stored(path, kind,
-                      lambda source: summarize_bodies(path, GRAPHDEF, BINARY,
-                                                      [("", graphdef_file_bodies(source, functions))]),
-                      lambda model: summarize(model or read_model(path, kind), functions))
+    with open_reading(path, kind) as reading:
+        return summarize_reading(reading, functions)
 
 
 def summarize_files(paths: Sequence[str], recursive: bool = False, kind: str | None = None,

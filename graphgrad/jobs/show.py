@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..edits.nodes import BYPASS, EMBED_SPEC, GROUP, SOURCE
+from ..names import BYPASS, EMBED_SPEC, GROUP, SOURCE
 from ..edits.summary import DANGLING, classify_override
 from ..errors import GraphgradError, UsageError
 from ..files.io import read_model, write_chunks

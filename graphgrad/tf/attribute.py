@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..edits.rewrite import RewriteOptions, rewrite_model
+from ..edits.apply import rewrite_model
+from ..edits.rewrite import RewriteOptions
 from ..edits.select import OP, Rule
 from ..errors import GraphgradError, UsageError
 from ..files.io import read_model

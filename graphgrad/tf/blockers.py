@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..edits.embed import surrogate_for
-from ..edits.nodes import EMBED_SPEC, GROUP, SOURCE
+from ..names import EMBED_SPEC, GROUP, SOURCE
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
 from ..graph.functions import function_calls

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..edits.nodes import rename_functions
+from ..edits.tensors import rename_functions
 from ..edits.surgery import ResetOptions, reset_model
-from ..edits.traps import SIGN, graphgrad_spec, scopes_of, sign_notes
+from ..edits.traps import SIGN, graphgrad_spec, sign_notes
 from ..files.io import read_model
-from ..graph.model import GRAPHDEF, METAGRAPH, override_of
+from ..graph.model import GRAPHDEF, METAGRAPH, override_of, scopes_of
 from ..names import NAMESPACE
 from .variables import graph_variables
 from .runtime import (

@@ -14,8 +14,9 @@ from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..edits.nodes import SOURCE
-from ..edits.summary import bodies_of, graph_ends
+from ..names import SOURCE
+from ..edits.summary import graph_ends
+from ..readings.bodies import bodies_of
 from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
 from ..files.arrays import load_array
 from ..files.io import kind_of_file

@@ -1,30 +1,17 @@
-"""Node-level edits of a binary GraphDef as stored, for every reading: the
-:class:`~graphgrad.edits.nodes.Scope`\\ s that ``insert``, ``bypass`` and
-``--embed`` are written against, and the output to write back.
-
-:func:`open_for_edits` is the one factory. A frozen model is edited on its
-skeleton (:mod:`graphgrad.files.skeleton`: no constant is read). Many small nodes
-are edited as stored: a :class:`StoredScope` indexes the top level from flat
-parses (names, op types, inputs: no object per node), makes a node only when an
-edit asks for it, re-encodes only the nodes an edit changed, and appends what it
-adds to the stored encodings. Function bodies are parsed scopes of the library.
-Anything else raises :class:`~graphgrad.files.wireformat.NotApplicable`, and the
-caller parses the file whole (:func:`graphgrad.jobs.api._change_graphdef_file`).
+"""The top level of many small nodes, edited as stored: a :class:`StoredScope`
+indexes it from flat parses (names, op types, inputs: no object per node), makes
+a node only when an edit asks for it, re-encodes only the nodes an edit changed,
+appends what it adds to the stored encodings, and removes nodes from them.
 """
 
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
-from collections.abc import Callable, Container, Iterable
-from dataclasses import dataclass
+from collections.abc import Container, Iterable
 from typing import Any
 
-from ..files.scan import ScannedGraph
-from ..files.skeleton import skeleton_of
-from ..files.small_nodes import HeadGraph, HeadNode
-from ..files.stored import open_stored
-from ..files.wireformat import NotApplicable
-from ..names import ATTR_BYTES, TF1_LOOP_ENTERS
-from .nodes import GROUP, SOURCE, IndexPart, Scope, name_scopes, scopes
+from ..names import ATTR_BYTES, GROUP, SOURCE, TF1_LOOP_ENTERS
+from .scope import INDEX_PARTS, IndexPart, Scope, name_scopes, runs_of
+from .small_nodes import HeadGraph, HeadNode
 
 _GROUP_BYTES = GROUP.encode()
 
@@ -64,10 +51,10 @@ class _Uses(dict):
 
 
 class StoredScope(Scope):
-    """The top level of a :class:`~graphgrad.files.small_nodes.HeadGraph` as a Scope.
+    """The top level of a :class:`~graphgrad.readings.small_nodes.HeadGraph` as a Scope.
 
-    Edited once: after :meth:`commit` the stored graph holds the edit, and reading
-    it again means opening the output.
+    Once a commit has appended nodes, the stored graph holds them but the columns
+    do not: editing it again means opening the output.
     """
 
     def __init__(self, graph: HeadGraph):
@@ -86,16 +73,18 @@ class StoredScope(Scope):
 
     def _index(self):
         if self._spent:
-            raise RuntimeError("a stored scope is edited once: open the output to edit it again")
-        names, ops, inputs, counts = self.stored.columns()
-        self._names, self._ops, self._inputs = names, ops, inputs
-        self._starts = [0, *accumulate(counts)]  # node i's inputs: inputs[starts[i]:starts[i + 1]]
+            raise RuntimeError("a stored scope is edited again after nodes were added: open the output to edit it")
+        if "_names" not in self.__dict__:  # the columns, read once and then kept up to date
+            names, ops, inputs, counts = self.stored.columns()
+            self._names, self._ops, self._inputs = names, ops, inputs
+            self._starts = [0, *accumulate(counts)]  # node i's inputs: inputs[starts[i]:starts[i + 1]]
+        names = self._names
         self._loop_nodes = None
         self._by_name: dict = dict(zip(names, range(len(names))))  # name -> index, or an AddedNode
         if len(self._by_name) != len(names):
             self._refuse_duplicate_names(names)
         self._name_scopes = name_scopes(names)
-        self._uses = _Uses(names, inputs, self._starts)
+        self._uses = _Uses(names, self._inputs, self._starts)
         self._stand_ins = {self.canonical(node.attr[SOURCE].s.decode()): node for node in self.marked(SOURCE)}
         self._groups = {}
 
@@ -111,12 +100,26 @@ class StoredScope(Scope):
         return [(node, node) for node in nodes if node.override is not None]  # a HeadNode is its own reference
 
     def remove(self, names: set) -> None:
-        raise RuntimeError("a stored scope removes no node: open_for_edits(removes=True) reads such graphs otherwise")
+        """Remove the stored nodes named ``names``, from the encodings and the columns."""
+        self.commit()
+        doomed = [index for index, name in enumerate(self._names) if name in names]
+        self.stored.remove_nodes(runs_of(doomed))
+        starts, inputs = self._starts, self._inputs
+        for start, stop in reversed(runs_of(doomed)):
+            del self._names[start:stop], self._ops[start:stop], inputs[starts[start]:starts[stop]]
+        counts = [starts[index + 1] - starts[index] for index in range(len(starts) - 1)]
+        kept = set(doomed)
+        self._starts = [0, *accumulate(count for index, count in enumerate(counts) if index not in kept)]
+        self._made = {}
+        for part in INDEX_PARTS:  # made again from the columns when next read
+            self.__dict__.pop(part, None)
 
     def _node_at(self, index: int) -> HeadNode:
         node = self._made.get(index)
         if node is None:
-            node = self._made[index] = self.stored.node_at(index, self._names[index], self._ops[index])
+            names = self.__dict__.get("_names")  # the columns, if an edit already needed the index
+            node = self._made[index] = (self.stored.node_at(index) if names is None
+                                        else self.stored.node_at(index, names[index], self._ops[index]))
             if index in self._edited:
                 node.input[:] = self._inputs[self._starts[index]:self._starts[index + 1]]
         return node
@@ -182,35 +185,5 @@ class StoredScope(Scope):
             else:
                 self.stored.set_inputs(index, self._inputs[self._starts[index]:self._starts[index + 1]])
         self._edited = set()
+        self._spent = self._spent or bool(self._added)
         super().commit()
-        self._spent = True
-
-
-@dataclass
-class Editable:
-    """A binary GraphDef opened for node-level edits: its scopes (top level first,
-    then function bodies), and ``chunks()``, the edited graph as the chunks
-    :func:`graphgrad.files.io.write_chunks` takes."""
-
-    scopes: list
-    chunks: Callable[[], list]
-
-
-def open_for_edits(data: Any, whole: Callable[[], bytes], path: str, functions: bool = True,
-                   removes: bool = False) -> Editable:
-    """The :class:`Editable` of a binary GraphDef (``data`` and ``whole`` as
-    :func:`graphgrad.files.stored.open_stored` takes them; ``path`` names it): a
-    frozen model's skeleton, or many small nodes as stored. Raises
-    :class:`NotApplicable` unless every reading takes the bytes for a graph, and
-    for an edit that ``removes`` graphgrad's nodes from many small nodes: a
-    :class:`StoredScope` removes none (undoing 20,000 surrogates there measured
-    slower than the full parse: each of their 200,000 nodes is decoded to read its
-    group)."""
-    graph = open_stored(data, whole)
-    if isinstance(graph, ScannedGraph):
-        skeleton = skeleton_of(graph, path)
-        return Editable(scopes(skeleton.model, functions), skeleton.chunks)
-    if removes and graph.may_have_attrs([_GROUP_BYTES]):
-        raise NotApplicable("graphgrad's nodes among many small nodes are removed on the full parse")
-    bodies = [Scope("", function) for function in graph.library.functions()] if functions else []
-    return Editable([StoredScope(graph)] + bodies, lambda: graph.chunks(graph.library.changed_bytes()))

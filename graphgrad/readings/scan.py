@@ -11,7 +11,7 @@ field headers the same way (:func:`node_headers`): its inputs and its override,
 never its attribute values.
 
 Graphs of many small nodes are cheaper to parse in C than to scan: they go to
-:mod:`graphgrad.files.small_nodes` (see :func:`graphgrad.files.stored.open_stored`).
+:mod:`graphgrad.readings.small_nodes` (see :func:`graphgrad.readings.factory.open_stored`).
 """
 
 from collections.abc import Container, Iterable
@@ -22,22 +22,21 @@ from google.protobuf.message import DecodeError
 
 from ..graph.model import iter_graph_nodes, override_of, set_override
 from ..names import ATTR, ATTR_BYTES
-from .protos import AttrValue, GraphDef, NodeDef
+from ..files.plausible import SAMPLE
+from ..files.protos import AttrValue, GraphDef, NodeDef
+from ..files.wireformat import encode_varint
+from .errors import NotApplicable, SmallNodes, changed_while_read
 from .small_nodes import parse
-from .validity import SAMPLE, require_field
-from .wireformat import NotApplicable, encode_varint, fields
+from .validity import require_field
+from .wire import fields
 
 NODE_FIELD = 1
 LIBRARY_FIELD = 2
 _GRAPHDEF_FIELDS = {1, 2, 3, 4, 5}
 # Below this average size a node is cheaper to parse with protobuf (see
-# graphgrad.files.small_nodes) than to scan here.
+# graphgrad.readings.small_nodes) than to scan here.
 MIN_AVERAGE_NODE_BYTES = 256
 _SAMPLE = 64
-
-
-class SmallNodes(NotApplicable):
-    """A binary GraphDef, but of nodes too small for this scanner."""
 
 
 class Window:
@@ -69,20 +68,20 @@ class Window:
 class ScannedNode:
     """A top-level node known by its span; read and parsed only when a rule needs it."""
 
-    __slots__ = ("graph", "function", "name", "op_type", "dirty", "_data", "_span", "_bytes", "_node")
+    __slots__ = ("graph", "function", "name", "op_type", "dirty", "_data", "span", "_bytes", "_node")
 
     def __init__(self, data, span, name: str, op_type: str):
         self.graph, self.function = "", None
         self.name, self.op_type = name, op_type
         self.dirty = False
-        self._data, self._span = data, span
+        self._data, self.span = data, span
         self._bytes: bytes | None = None
         self._node = None
 
     @property
     def encoded(self) -> bytes:
         if self._bytes is None:
-            self._bytes = bytes(self._data[self._span[0]:self._span[1]])
+            self._bytes = bytes(self._data[self.span[0]:self.span[1]])
         return self._bytes
 
     @property
@@ -90,8 +89,8 @@ class ScannedNode:
         if self._node is None:
             try:
                 self._node = NodeDef.FromString(self.encoded)
-            except DecodeError:  # let the full parse report the broken file
-                raise NotApplicable(f"node {self.name} does not parse") from None
+            except DecodeError:
+                raise changed_while_read(f"node {self.name}") from None
         return self._node
 
     @property
@@ -110,13 +109,13 @@ class _Encodings:
     """The encodings of spans of ``data``, read one by one."""
 
     def __init__(self, data, spans: list):
-        self._data, self._spans = data, spans
+        self._data, self.spans = data, spans
 
     def __len__(self) -> int:
-        return len(self._spans)
+        return len(self.spans)
 
     def __getitem__(self, index: int) -> bytes:
-        start, end = self._spans[index]
+        start, end = self.spans[index]
         return bytes(self._data[start:end])
 
 
@@ -126,11 +125,9 @@ class ScannedGraph:
     ``data`` is bytes or a :class:`Window` on a file.
     """
 
-    library: "Library"  # set by graphgrad.files.stored.open_stored
-
     def __init__(self, data, checked: bool = False):
         """``checked``: ``data`` is known to parse as a GraphDef (else each field is
-        checked as the scan passes it, see :func:`graphgrad.files.validity.require_field`)."""
+        checked as the scan passes it, see :func:`graphgrad.readings.validity.require_field`)."""
         self.data = memoryview(data) if isinstance(data, (bytes, bytearray)) else data
         self.fields = []  # (number, entry start, payload start, end)
         spans: list[tuple[int, int]] = []
@@ -157,7 +154,7 @@ class ScannedGraph:
         self.nodes = [ScannedNode(self.data, span, name, op) for span, (name, op) in zip(spans, names_and_ops)]
 
     def sample(self) -> list:
-        """``(name, op)`` of the first nodes, for :func:`graphgrad.files.validity.plausible`."""
+        """``(name, op)`` of the first nodes, for :func:`graphgrad.files.plausible.plausible`."""
         return [(node.name, node.op_type) for node in self.nodes[:SAMPLE]]
 
     def candidates(self, op_types: Container[str] | None = None) -> list:
@@ -179,7 +176,7 @@ class ScannedGraph:
 
     @cached_property
     def _attrs(self) -> list:
-        return [node_headers(self.data, *node._span)[1] for node in self.nodes]
+        return [node_headers(self.data, *node.span)[1] for node in self.nodes]
 
     def library_payloads(self) -> list:
         return [self.data[payload:end] for number, _, payload, end in self.fields if number == LIBRARY_FIELD]
@@ -188,7 +185,7 @@ class ScannedGraph:
         """``(names, op types, encodings)`` of the top-level nodes; each encoding is
         read when asked for, and not kept (a frozen model's constants are its bulk)."""
         return ([node.name for node in self.nodes], [node.op_type for node in self.nodes],
-                _Encodings(self.data, [node._span for node in self.nodes]))
+                _Encodings(self.data, [node.span for node in self.nodes]))
 
     def rest(self) -> Any:
         """A GraphDef of every field but the top-level nodes (the library, versions, ...)."""
@@ -200,7 +197,7 @@ class ScannedGraph:
         """The output: ``(start, end)`` ranges of the input for what stays as it
         was, bytes for re-encoded changed nodes and, if given, ``library``
         (merged and re-encoded) in place of the library fields."""
-        by_start = {node._span[0]: node for node in self.nodes if node.dirty}
+        by_start = {node.span[0]: node for node in self.nodes if node.dirty}
         chunks, library_written = [], False
         for number, entry, payload, end in self.fields:
             node = by_start.get(payload) if number == NODE_FIELD else None
@@ -223,7 +220,7 @@ class Library:
     fields and parsed (merged, as protobuf would) only when a rule reaches into it."""
 
     def __init__(self, payloads):
-        self._payloads = payloads
+        self.payloads = payloads
         self._graph = None
 
     def graph(self) -> Any:
@@ -231,20 +228,20 @@ class Library:
         if self._graph is None:
             self._graph = GraphDef()
             try:
-                for payload in self._payloads:
+                for payload in self.payloads:
                     self._graph.library.MergeFromString(bytes(payload))
             except DecodeError:
-                raise NotApplicable("the function library does not parse") from None
+                raise changed_while_read("the function library") from None
             self._original = self._graph.library.SerializeToString(deterministic=True)
         return self._graph
 
     def functions(self) -> list:
         """The FunctionDefs."""
-        return list(self.graph().library.function) if self._payloads else []
+        return list(self.graph().library.function) if self.payloads else []
 
     def function_nodes(self, op_types: Container[str] | None = None) -> list:
         """References to the nodes of the function bodies (edits stay in the one parse)."""
-        if not self._payloads:
+        if not self.payloads:
             return []
         return [ref for ref in iter_graph_nodes(self.graph(), "", True, op_types) if ref.function is not None]
 
@@ -268,7 +265,7 @@ def node_headers(data: Any, start: int, end: int) -> tuple[list, dict]:
             try:
                 inputs.append(bytes(data[payload:stop]).decode())
             except UnicodeDecodeError:
-                raise NotApplicable("an input is not UTF-8") from None
+                raise changed_while_read("a node's input") from None
         elif number == 5:
             key, value, known = b"", None, True
             for entry_number, entry_type, _, entry_payload, entry_stop in fields(data, payload, stop):
@@ -288,4 +285,4 @@ def override_at(data: Any, span: tuple[int, int] | None) -> str:
     try:
         return AttrValue.FromString(bytes(data[span[0]:span[1]]) if span else b"").s.decode("utf-8", "replace")
     except DecodeError:
-        raise NotApplicable(f"the {ATTR} of a node does not parse") from None
+        raise changed_while_read(f"the {ATTR} of a node") from None

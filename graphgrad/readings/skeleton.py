@@ -2,7 +2,7 @@
 ``--embed``, reset of inserted nodes) run on it as on any parsed graph, and the
 result is written back around the constants, which never enter the process.
 
-:func:`skeleton_of` builds, from a :class:`~graphgrad.files.scan.ScannedGraph`,
+:func:`skeleton_of` builds, from a :class:`~graphgrad.readings.scan.ScannedGraph`,
 a real GraphDef (so :mod:`graphgrad.edits` needs no second implementation): every
 top-level node parsed from its bytes with its heavy attribute entries (over
 ``HEAVY_ATTR_BYTES``: a constant's ``value``) left out, and the function library
@@ -17,9 +17,10 @@ types, inputs, devices, dtypes and graphgrad's own markers.
 from dataclasses import dataclass, field
 
 from ..graph.model import BINARY, GRAPHDEF, Model
-from .protos import GraphDef, NodeDef
-from .scan import LIBRARY_FIELD, NODE_FIELD, ScannedGraph
-from .wireformat import NotApplicable, encode_varint, fields
+from ..files.protos import GraphDef, NodeDef
+from ..files.wireformat import encode_varint
+from .scan import LIBRARY_FIELD, NODE_FIELD, Library, ScannedGraph
+from .wire import fields
 
 HEAVY_ATTR_BYTES = 1 << 12
 _ATTR_FIELD = 5
@@ -87,7 +88,7 @@ class Skeleton:
         return [bytes([NODE_FIELD << 3 | 2]) + encode_varint(len(encoded) + heavy) + encoded, *original.heavy]
 
 
-def skeleton_of(graph: ScannedGraph, path: str) -> Skeleton:
+def skeleton_of(graph: ScannedGraph, library: Library, path: str) -> Skeleton:
     """The :class:`Skeleton` of a scanned (and validated) GraphDef read from ``path``."""
     graph_def = GraphDef()
     skeleton = Skeleton(graph, Model(graph_def, GRAPHDEF, BINARY, path))
@@ -100,19 +101,18 @@ def skeleton_of(graph: ScannedGraph, path: str) -> Skeleton:
             else:
                 light.append(bytes(data[start:stop]))
         node = NodeDef.FromString(b"".join(light))  # valid: the scan checked every field
-        if node.name in skeleton.originals:
-            raise NotApplicable(f"two nodes are named {node.name}")  # the full parse reports it
+        assert node.name not in skeleton.originals, "opened only with distinct names (readings.factory)"
         graph_def.node.append(node)
         skeleton.originals[node.name] = _Original((entry, end), heavy, node.SerializeToString(deterministic=True))
         skeleton.names_by_entry[entry] = node.name
-    graph_def.library.CopyFrom(graph.library.graph().library)
+    graph_def.library.CopyFrom(library.graph().library)
     skeleton.library = graph_def.library.SerializeToString(deterministic=True)
     return skeleton
 
 
 def _node_fields(graph: ScannedGraph) -> list:
     """The top-level fields of ``graph`` that hold its scanned nodes, in order."""
-    starts = {node._span[0] for node in graph.nodes}
+    starts = {node.span[0] for node in graph.nodes}
     return [f for f in graph.fields if f[0] == NODE_FIELD and f[2] in starts]
 
 

@@ -1,4 +1,4 @@
-"""Editing graphs in place: tensor references, consumers, new nodes, rerouting.
+"""Node lists to edit in place: tensor references, consumers, new nodes, rerouting.
 
 Top-level nodes name tensors ``node:index`` (``node`` for index 0); nodes in a
 function body name them ``node:output_arg:index`` and the function's ``ret`` map
@@ -10,146 +10,17 @@ whose names start with ``_`` are not checked against op definitions by
 TensorFlow, so the marked graphs still load anywhere.
 """
 
-import re
-from operator import itemgetter
 from collections import defaultdict
 from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 from ..errors import GraphgradError
-from ..files.protos import AttrValue, DataType
+from ..files.protos import AttrValue
 from ..files.wireformat import encode_nodes
-from ..graph.functions import rename_function_references, rename_in_attr
-from ..graph.hints import close_names
 from ..graph.model import Model, NodeRef, dtype_in
-from ..names import ATTR, TF1_LOOP_ENTERS
-
-GROUP = "_graphgrad_group"
-SOURCE = "_graphgrad_source"
-EMBED_SPEC = "_graphgrad_embed"
-BYPASS = "_graphgrad_bypass"  # on a bypass's output node: the tensor its gradient goes to
-
-# Output argument names of the ops graphgrad creates (function bodies need them).
-OUTPUT_ARGS = {
-    "Identity": "output", "StopGradient": "output", "ClipByValue": "output", "Const": "output",
-    "Sub": "z", "AddV2": "z", "Mul": "z", "Abs": "y", "Sigmoid": "y", "IsFinite": "y", "ZerosLike": "y",
-    "Select": "output", "Shape": "output", "Reshape": "output",
-}
-DTYPES = {
-    name.lower().removeprefix("dt_"): value
-    for name, value in DataType.items()
-    if not name.endswith("_REF") and value
-}
-
-
-class AddedNode:
-    """A node an edit added, held as plain Python values until :meth:`Scope.commit`
-    appends all of a scope's new nodes in one parse (in C): a protobuf NodeDef made
-    and filled per node costs several times as much. It reads as a NodeDef does
-    (``attr`` is a dict of AttrValues)."""
-
-    __slots__ = ("name", "op", "input", "device", "attr")
-
-    def __init__(self, name: str, op: str, inputs: list, device: str, attr: dict):
-        self.name, self.op, self.input, self.device, self.attr = name, op, inputs, device, attr
-
-
-def _new_node(op: str, name: str, inputs: Sequence[str], attrs: dict | None, group_value: AttrValue,
-              device: str) -> AddedNode:
-    attr = dict(attrs) if attrs else {}  # the values themselves are shared, never changed
-    attr[GROUP] = group_value
-    return AddedNode(name, op, list(inputs), device, attr)
-
-
-def _output_ref(in_function: bool, node: Any, index: int) -> str:
-    if not in_function:
-        return node.name if index == 0 else f"{node.name}:{index}"
-    return f"{node.name}:{OUTPUT_ARGS[node.op]}:{index}"
-
-
-class NodeTemplate:
-    """A group of nodes added many times under other names (``--embed`` adds one
-    surrogate per selected node, each the same nodes): recorded once, with
-    placeholders (``slots``) in names, inputs, the device and string attributes.
-    The first slot is the group: every node is named ``<group>/<label>``.
-
-    An instance is encoded from bytes made once per set of value lengths
-    (:class:`_Encoding`) and the slots' values, and indexed by its few uses of
-    values from outside the group, instead of a Python object per node (25,000
-    ste surrogates are 250,000 nodes).
-    """
-
-    def __init__(self, nodes: list, slots: tuple, output: int, stands_in_for: str, output_ref: str):
-        self.nodes, self.slots, self.output = nodes, slots, output
-        self.stands_in_for, self.output_ref = stands_in_for, output_ref
-        self.labels = [node.name.partition("/")[2] for node in nodes]
-        self.index_of = {label: index for index, label in enumerate(self.labels)}
-        # ("/" + node label, input position, slot) of each input that is exactly a value from outside
-        self.slot_uses = [("/" + self.labels[index], position, ref) for index, node in enumerate(nodes)
-                          for position, ref in enumerate(node.input) if ref in slots]
-        self.output_suffix = "/" + self.labels[output]  # the output node's name after the group's
-        self._pattern = re.compile("|".join(map(re.escape, slots)))
-        self._output_ref_parts = [part for part in re.split(f"({self._pattern.pattern})", output_ref) if part]
-        self._compiled: dict = {}
-
-    def encoding(self, values: tuple, field_number: int) -> bytes:
-        """The nodes encoded (see :func:`graphgrad.files.wireformat.encode_nodes`)
-        with the slots' ``values`` (byte strings, in the order of ``slots``)."""
-        key = (tuple(map(len, values)), field_number)
-        compiled = self._compiled.get(key)
-        if compiled is None:  # once per lengths
-            lengths = dict(zip(self.slots, key[0]))
-            compiled = self._compiled[key] = _Encoding(encode_nodes(self.nodes, field_number, lengths), self.slots)
-        return compiled.encode(values)
-
-    def output_ref_of(self, values: dict) -> str:
-        """The output's ref, the slots' ``values`` in place."""
-        return "".join([values[part] if part in values else part for part in self._output_ref_parts])
-
-    def substitute(self, text: str, values: dict) -> str:
-        # One pass: a value that happens to contain a placeholder is not read again.
-        return self._pattern.sub(lambda found: values[found.group()], text)
-
-    def node(self, index: int, values: dict) -> AddedNode:
-        """Node ``index`` with the slots' ``values`` in place."""
-        node, sub = self.nodes[index], self.substitute
-        attr = {key: AttrValue(s=sub(value.s.decode(), values).encode()) if value.WhichOneof("value") == "s"
-                and self._pattern.search(value.s.decode()) else value for key, value in node.attr.items()}
-        return AddedNode(sub(node.name, values), node.op, [sub(ref, values) for ref in node.input],
-                         sub(node.device, values), attr)
-
-
-class _Encoding:
-    """A template's encoding for one set of value lengths: the bytes between the
-    occurrences of the group's name (each node's name holds it) joined by that name,
-    and the few stretches that hold other values as %-formats. One ``bytes.join``
-    costs a quarter of one %-format with a slot per occurrence of the group."""
-
-    def __init__(self, pieces: list, slots: tuple):
-        group = slots[0]
-        stretches: list = [[]]
-        for piece in pieces:  # bytes, or the slot (a str) whose value goes there
-            if isinstance(piece, str) and piece == group:
-                stretches.append([])
-            else:
-                stretches[-1].append(piece)
-        self.constant: list = [b"".join(stretch) if all(isinstance(piece, bytes) for piece in stretch) else b""
-                               for stretch in stretches]
-        self.formatted: list = []  # (stretch index, %-format, values picker)
-        for index, stretch in enumerate(stretches):
-            order = [slots.index(piece) for piece in stretch if isinstance(piece, str)]
-            if order:
-                literal = b"".join(piece.replace(b"%", b"%%") if isinstance(piece, bytes) else b"%b"
-                                   for piece in stretch)
-                self.formatted.append((index, literal, _picker(order)))
-
-    def encode(self, values: tuple) -> bytes:
-        """The encoding with ``values`` (bytes, in the order of the slots) in place."""
-        stretches = self.constant.copy()
-        for index, literal, pick in self.formatted:
-            stretches[index] = literal % pick(values)
-        return values[0].join(stretches)
-
+from ..names import ATTR, GROUP, SOURCE, TF1_LOOP_ENTERS
+from .added import AddedNode, new_node, output_ref_of
+from .protocol import NodeGroupTemplate
 
 class _UseSets(defaultdict):
     """``producer name -> {(consumer name, or None for a function's ret, input position)}``."""
@@ -165,20 +36,13 @@ def _use_order(use: tuple) -> tuple:
     return use[0] is None, use[0] or "", str(use[1])
 
 
-def _picker(order: list) -> Callable[[tuple], tuple]:
-    """``values -> tuple(values[i] for i in order)``, in C."""
-    if len(order) == 1:
-        return lambda values: (values[order[0]],)
-    return itemgetter(*order)
-
-
 class _Instance:
-    """One use of a :class:`NodeTemplate` in a scope: its slot values, and the nodes
+    """One use of a :class:`NodeGroupTemplate` in a scope: its slot values, and the nodes
     read or edited one by one (made from the template when first asked for)."""
 
     __slots__ = ("template", "values", "nodes")
 
-    def __init__(self, template: NodeTemplate, values: dict):
+    def __init__(self, template: NodeGroupTemplate, values: dict):
         self.template, self.values = template, values
         self.nodes: dict = {}
 
@@ -199,38 +63,9 @@ class _Instance:
         return template.encoding(tuple(map(str.encode, map(self.values.__getitem__, template.slots))), field_number)
 
 
-class Recorder:
-    """Records what a builder adds as a :class:`NodeTemplate`: the methods of
-    :class:`Scope` a builder of new nodes calls, over placeholders."""
-
-    def __init__(self, slots: tuple, in_function: bool):
-        self.slots, self.in_function = slots, in_function
-        self.nodes: list = []
-        self._group_value = AttrValue(s=slots[0].encode())
-        self._marks: dict = {}
-
-    def add(self, op: str, name: str, inputs: Sequence[str] = (), attrs: dict | None = None, group: str | None = None,
-            device: str = "") -> AddedNode:
-        node = _new_node(op, name, inputs, attrs, self._group_value, device)
-        self.nodes.append(node)
-        return node
-
-    def output_ref(self, node: Any, index: int = 0) -> str:
-        return _output_ref(self.in_function, node, index)
-
-    def mark(self, node: AddedNode, key: str, value: str) -> None:
-        node.attr[key] = AttrValue(s=value.encode())
-
-    def template(self, output: AddedNode, stands_in_for: str) -> NodeTemplate:
-        """The template, ``output`` (one of its nodes) standing in for the tensor
-        that the slot ``stands_in_for`` names."""
-        self.mark(output, SOURCE, stands_in_for)
-        return NodeTemplate(self.nodes, self.slots, self.nodes.index(output), stands_in_for, self.output_ref(output))
-
-
 # The field that holds the nodes: GraphDef.node, FunctionDef.node_def.
-_NODE_FIELDS = {"GraphDef": 1, "FunctionDef": 3, "GraphNodes": 1}  # GraphNodes: graphgrad.files.small_nodes
-_INDEX = ("_loop_nodes", "_by_name", "_name_scopes", "_uses", "_stand_ins", "_groups")  # Scope's IndexParts
+_NODE_FIELDS = {"GraphDef": 1, "FunctionDef": 3, "GraphNodes": 1}  # GraphNodes: graphgrad.readings.small_nodes
+INDEX_PARTS = ("_loop_nodes", "_by_name", "_name_scopes", "_uses", "_stand_ins", "_groups")  # Scope's IndexParts
 
 
 class IndexPart:
@@ -251,8 +86,9 @@ class IndexPart:
 
 class Scope:
     """One editable list of nodes: a graph's top level or one function body, here
-    parsed (NodeDefs); :class:`graphgrad.edits.stored.StoredScope` is the top level
-    of many small nodes as stored. Edits are written once against this interface.
+    parsed (NodeDefs); :class:`graphgrad.readings.stored_scope.StoredScope` is the
+    top level of many small nodes as stored, the same methods over columns. Edits
+    are written once against :class:`graphgrad.readings.protocol.EditScope`.
 
     Nodes an edit adds are :class:`AddedNode` until :meth:`commit`, which the edit
     calls once it is done; the scope indexes its nodes again when next asked.
@@ -354,7 +190,7 @@ class Scope:
                 encoded.append(item.encoded(number))
         self._append(encoded)
         self._added, self._group_values = [], {}
-        for name in _INDEX:  # it holds the AddedNodes: made again from the graph when next needed
+        for name in INDEX_PARTS:  # it holds the AddedNodes: made again from the graph when next needed
             self.__dict__.pop(name, None)
 
     @property
@@ -374,7 +210,7 @@ class Scope:
         return found
 
     def output_ref(self, node: Any, index: int = 0) -> str:
-        return _output_ref(self.function is not None, node, index)
+        return output_ref_of(self.function is not None, node, index)
 
     def canonical(self, ref: str) -> str:
         """TensorFlow's own spelling: ``node`` for ``node:0`` at top level."""
@@ -467,7 +303,7 @@ class Scope:
         group_value = self._group_values.get(group)
         if group_value is None:  # one value per group, shared by its nodes (and so encoded once)
             group_value = self._group_values[group] = AttrValue(s=group.encode())
-        node = _new_node(op, name, inputs, attrs, group_value, device)
+        node = new_node(op, name, inputs, attrs, group_value, device)
         inputs = node.input
         self._added.append(node)
         self._by_name[name] = node
@@ -480,13 +316,13 @@ class Scope:
         self._record_uses(node, inputs)
         return node
 
-    def template(self, key: Any, record: Callable[[], NodeTemplate]) -> NodeTemplate:
+    def template(self, key: Any, record: Callable[[], NodeGroupTemplate]) -> NodeGroupTemplate:
         """The template known by ``key`` in this scope, recorded by ``record()`` when first asked for."""
         if key not in self._templates:
             self._templates[key] = record()
         return self._templates[key]
 
-    def add_group(self, template: NodeTemplate, values: dict) -> tuple[str, str]:
+    def add_group(self, template: NodeGroupTemplate, values: dict) -> tuple[str, str]:
         """Add ``template``'s nodes with the slots' ``values`` (the group's name
         first: new, see :meth:`unique_name`); returns the name of the node that
         stands in for the tensor ``values[template.stands_in_for]``, and its ref."""
@@ -519,7 +355,7 @@ class Scope:
         # model's constants with them.
         self.commit()
         doomed = [index for index, node in enumerate(self.nodes) if node.name in names]
-        for start, stop in reversed(_runs(doomed)):
+        for start, stop in reversed(runs_of(doomed)):
             del self.nodes[start:stop]
         self._index()
 
@@ -594,75 +430,7 @@ def scopes(model: Model, functions: bool = True) -> list[Scope]:
     return found
 
 
-_FUNCTION_TENSOR = re.compile(r"(?P<function>[^/]+)/(?P<node>.+):(?P<arg>[A-Za-z_][A-Za-z0-9_]*):(?P<index>\d+)\Z")
-_TOP_TENSOR = re.compile(r"(?P<node>[^:]+)(?::(?P<index>\d+))?\Z")
-
-
-def locate_tensor(every_scope: list[Scope], tensor: str) -> list:
-    """[(scope, canonical ref)] for ``node:index`` (top level) or
-    ``function/node:output_arg:index`` (function body), in every graph of
-    ``every_scope`` (a model's scopes) that has it."""
-    found = []
-    function_match = _FUNCTION_TENSOR.match(tensor)
-    top_match = _TOP_TENSOR.match(tensor)
-    for scope in every_scope:
-        if scope.function is None and top_match and scope.node(top_match["node"]):
-            found.append((scope, scope.canonical(f"{top_match['node']}:{top_match['index'] or 0}")))
-        elif (
-            scope.function is not None and function_match
-            and function_match["function"] == scope.function.signature.name
-            and scope.node(function_match["node"])
-        ):
-            found.append((scope, f"{function_match['node']}:{function_match['arg']}:{function_match['index']}"))
-    if not found:
-        raise GraphgradError(
-            f"no tensor {tensor!r}: name one as NODE:INDEX (top level) or "
-            "FUNCTION/NODE:OUTPUT_ARG:INDEX (in a function body, as its consumers spell it)"
-            + _function_hint(every_scope, tensor)
-        )
-    return found
-
-
-def _function_hint(every_scope: list[Scope], tensor: str) -> str:
-    top_names = [name for scope in every_scope if scope.function is None for name in scope.names()]
-    close = close_names(tensor.split(":")[0], top_names)
-    if close:
-        return f"; close names: {', '.join(close)}"
-    function, _, rest = tensor.partition("/")
-    node = rest.split(":")[0]
-    for scope in every_scope:
-        if scope.function is not None and scope.function.signature.name == function and scope.node(node):
-            spelled = sorted({
-                name for other in scope.nodes for name in other.input if name.startswith(node + ":")
-            })
-            if spelled:
-                return f"; consumers in {function} use {', '.join(f'{function}/{s}' for s in spelled)}"
-    return ""
-
-
-def rename_functions(model: Model, suffix: str) -> None:
-    """Append ``suffix`` to the name of every library function of ``model``, in
-    place, and to every reference to one: call ops, function-valued attributes
-    (branches, loop bodies, ``f``), nested ones, and gradient definitions."""
-    for _, graph_def in model.graphs():
-        library = graph_def.library
-        names = {function.signature.name: function.signature.name + suffix for function in library.function}
-        if not names:
-            continue
-        rename_function_references(graph_def.node, names)
-        for function in library.function:
-            function.signature.name = names[function.signature.name]
-            rename_function_references(function.node_def, names)
-            for value in function.attr.values():
-                rename_in_attr(value, names)
-        for gradient in library.gradient:
-            gradient.function_name = names.get(gradient.function_name, gradient.function_name)
-            gradient.gradient_func = names.get(gradient.gradient_func, gradient.gradient_func)
-
-
-
-
-def _runs(indices: list) -> list:
+def runs_of(indices: list) -> list:
     """``[(start, stop)]`` of the runs of consecutive numbers in sorted ``indices``."""
     runs: list = []
     for index in indices:
@@ -671,28 +439,3 @@ def _runs(indices: list) -> list:
         else:
             runs.append([index, index + 1])
     return runs
-
-
-def dtype_name(dtype: int | None) -> str:
-    """As NumPy and tf.dtypes name it: float32, uint8, ...; "of unknown dtype"
-    (a value TensorFlow does not define, from a hostile file, is named as a number)."""
-    if not dtype:
-        return "of unknown dtype"
-    try:
-        name = DataType.Name(dtype).removeprefix("DT_").lower()
-    except ValueError:
-        return f"of dtype {dtype}, which TensorFlow does not define"
-    return {"float": "float32", "double": "float64", "half": "float16"}.get(name, name)
-
-
-def dtype_attr(dtype: int) -> AttrValue:
-    return AttrValue(type=dtype)
-
-
-def parse_dtype(name: str) -> int:
-    """A dtype enum from ``float32``, ``float``, ``DT_FLOAT``, ``float64``, ..."""
-    key = name.lower().removeprefix("dt_")
-    key = {"float32": "float", "float64": "double", "float16": "half"}.get(key, key)
-    if key not in DTYPES:
-        raise GraphgradError(f"unknown dtype {name!r}; e.g. float32, float64, half, bfloat16")
-    return DTYPES[key]

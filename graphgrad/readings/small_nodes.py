@@ -22,8 +22,8 @@ schemas that declare only that:
   message field, so the parse concatenates every node's name, op and inputs
   into three flat lists, without one Python object per node.
   (A node with neither name nor op, which TensorFlow refuses anyway, would go
-  uncounted; a node with one of the two makes the lists disagree, and
-  :class:`NotApplicable` sends the caller to a full parse.) ``GraphOps`` is the
+  uncounted; a node with one of the two makes the lists disagree, and its
+  columns are then read node by node from ``GraphHeads``.) ``GraphOps`` is the
   same with names and op types only. The lists line up with the nodes when their
   lengths agree; only a node missing its op *and* another holding two op fields
   (which no serializer writes, and TensorFlow refuses) would shift them unseen.
@@ -38,9 +38,10 @@ from google.protobuf.message import DecodeError
 
 from ..graph.model import dtype_in
 from ..names import ATTR, ATTR_BYTES
-from .protos import AttrValue, GraphDef
-from .validity import SAMPLE
-from .wireformat import NotApplicable, fields
+from ..files.plausible import SAMPLE
+from ..files.protos import AttrValue, GraphDef
+from .errors import changed_while_read
+from .wire import fields
 
 # (message name, [(field name, number, repeated, type)]); a type that is not a
 # scalar name is a message of this file.
@@ -93,11 +94,11 @@ def _pool():
 
 
 def parse(name: str, data: Any) -> Any:
-    """``data`` parsed as message ``name``; :class:`NotApplicable` if it does not parse."""
+    """``data`` (bytes the reading's validity check passed) parsed as message ``name``."""
     try:
         return message_class(name).FromString(data)
-    except DecodeError:  # the full parse reports what is wrong
-        raise NotApplicable("does not parse as a GraphDef") from None
+    except DecodeError:
+        raise changed_while_read("the graph") from None
 
 
 _UNREAD = object()  # HeadNode's override before it is read
@@ -180,8 +181,8 @@ def _attr_entry(raw: bytes) -> tuple[str, Any] | None:
     entry = parse("AttrEntry", raw)
     try:
         return entry.key, AttrValue.FromString(entry.value)
-    except DecodeError:  # the full parse reports what is wrong
-        raise NotApplicable("an attribute does not parse") from None
+    except DecodeError:
+        raise changed_while_read("an attribute") from None
 
 
 @lru_cache(maxsize=256)  # a rewritten graph repeats a few entries thousands of times
@@ -215,8 +216,6 @@ class HeadGraph:
     type; :meth:`candidates` hands out nodes parsed as ``NodeHead``, and those
     changed replace their encodings in :meth:`chunks`."""
 
-    library: Any  # a graphgrad.files.scan.Library, set by graphgrad.files.stored.open_stored
-
     def __init__(self, data: bytes):
         self.data = data
         # A byte search (in C): when the name occurs nowhere, no node's attributes need a look.
@@ -248,10 +247,11 @@ class HeadGraph:
         self._handed_out += nodes
         return nodes
 
-    def node_at(self, index: int, name: str, op_type: str) -> HeadNode:
-        """The top-level node at ``index``, named ``name``, of ``op_type`` (as the
-        :meth:`columns` hold them), for edits: its changes are written back."""
-        node = HeadNode(self._head_nodes[index], op_type, index, self.has_overrides, name)
+    def node_at(self, index: int, name: str | None = None, op_type: str | None = None) -> HeadNode:
+        """The top-level node at ``index``, for edits: its changes are written back.
+        ``name`` and ``op_type``, as the :meth:`columns` hold them, if at hand."""
+        head = self._head_nodes[index]
+        node = HeadNode(head, head.op if op_type is None else op_type, index, self.has_overrides, name)
         self._handed_out.append(node)
         return node
 
@@ -274,7 +274,9 @@ class HeadGraph:
         names, ops, inputs = flat.name[:], flat.op[:], flat.input[:]  # lists, each copied in one call
         counts = [len(head.input) for head in self._heads.node]
         if not len(names) == len(ops) == len(counts) or sum(counts) != len(inputs):
-            raise NotApplicable("a node has no name or no op, or two")
+            heads = self._heads.node
+            names, ops, inputs = [head.name for head in heads], [head.op for head in heads], [
+                ref for head in heads for ref in head.input]
         return names, ops, inputs, counts
 
     def holding(self, key: bytes) -> list[int]:
@@ -282,7 +284,7 @@ class HeadGraph:
         return [index for index, encoded in enumerate(self.encoded.node) if key in encoded]
 
     def sample(self) -> list:
-        """``(name, op)`` of the first nodes, for :func:`graphgrad.files.validity.plausible`:
+        """``(name, op)`` of the first nodes, for :func:`graphgrad.files.plausible.plausible`:
         parsed from the bytes up to the end of the ``SAMPLE``-th top-level field."""
         end = 0
         for count, (_, _, _, _, end) in enumerate(fields(self.data, 0, len(self.data)), 1):
@@ -324,8 +326,8 @@ class HeadGraph:
         def pick(wanted: set) -> list:
             try:
                 return [read(encoded[i]) for i in compress(range(len(ops)), map(wanted.__contains__, ops))]
-            except DecodeError:  # the full parse reports what is wrong
-                raise NotApplicable("a node does not parse") from None
+            except DecodeError:
+                raise changed_while_read("a node") from None
 
         return pick({one}), pick(set(others))
 
@@ -352,8 +354,9 @@ class HeadGraph:
         others) and op types of the top-level nodes, from one flat parse."""
         flat = parse("GraphOps", self.data).node  # not kept: its arena would raise the peak of a big graph
         names, ops = flat.name, list(flat.op)
-        if not len(names) == len(ops) == len(self.encoded.node):
-            raise NotApplicable("a node has no name or no op, or two")
+        if not len(names) == len(ops) == len(self.encoded.node):  # a node without its name or op (module docstring)
+            heads = self._heads.node
+            return [head.name for head in heads], [head.op for head in heads]
         return names, ops
 
     def rest(self) -> Any:
@@ -373,35 +376,38 @@ class HeadGraph:
             self.encoded.library.append(library)
         return [self.encoded.SerializeToString(), *self._appended]
 
+    def remove_nodes(self, runs: Iterable[tuple[int, int]]) -> None:
+        """Remove the top-level nodes at the ``(start, stop)`` runs of indices; the
+        nodes handed out so far are written back first, and not read again."""
+        nodes, heads = self.encoded.node, self._head_nodes
+        for node in self._handed_out:
+            if node.dirty:
+                nodes[node.index] = node.head.SerializeToString()
+        self._handed_out = []
+        for start, stop in reversed(list(runs)):
+            del nodes[start:stop]
+            del heads[start:stop]
+
+    def summary_columns(self) -> tuple[list, list, list, list]:
+        """``(names, ops, inputs, overrides)`` of the top-level nodes (the first
+        three as flat lists, from one parse as ``GraphFlat``; overrides as
+        ``(name, op, value)``), without an object per node."""
+        nodes = parse("GraphFlat", self.data).node
+        if len(nodes.name) != len(nodes.op):  # a node without its name or op: see the module docstring
+            heads = self._heads.node
+            names, ops, inputs = [h.name for h in heads], [h.op for h in heads], [r for h in heads for r in h.input]
+        else:  # lists, once: set and counting operations read a list faster than protobuf's containers
+            names, ops, inputs = list(nodes.name), list(nodes.op), list(nodes.input)
+        # overriding() starts with a byte search (in C) instead of parsing every attribute key
+        return names, ops, inputs, [(node.name, node.op_type, node.override) for node in self.overriding()]
+
+    def node_inputs(self) -> Iterator[tuple[str, Any]]:
+        """``(name, inputs)`` of each top-level node."""
+        return ((head.name, head.input) for head in parse("GraphHeads", self.data).node)
+
     def append_nodes(self, fields: Iterable[bytes]) -> None:
         """Add top-level nodes, encoded as GraphDef ``node`` fields (in pieces, each
         written as it is): written after the rest, where a parse appends them to the
         nodes as if they followed the last one (parsing them into the stored
         encodings would cost as much again)."""
         self._appended += fields
-
-
-def flat_columns(data: bytes) -> tuple[list, list, list, list, list]:
-    """``(names, ops, inputs, overrides, library payloads)`` of a GraphDef's
-    top-level nodes (the first three as flat lists), from one parse as ``GraphFlat``
-    (overrides: see :func:`top_level_overrides`)."""
-    flat = parse("GraphFlat", data)
-    nodes = flat.node
-    if len(nodes.name) != len(nodes.op):
-        raise NotApplicable("a node has no name or no op")
-    # A byte search (in C) instead of parsing every attribute key: the name also
-    # shows up when only a function body or a string constant holds it, and then
-    # the exact search below finds nothing.
-    overrides = top_level_overrides(data) if ATTR_BYTES in data else []
-    # Lists, once: set and counting operations read a list faster than protobuf's containers.
-    return list(nodes.name), list(nodes.op), list(nodes.input), overrides, list(flat.library)
-
-
-def top_level_overrides(data: bytes) -> list:
-    """``(name, op, value)`` of each top-level node that has a ``_gradient_op_type``."""
-    return [(node.name, node.op_type, node.override) for node in HeadGraph(data).overriding()]
-
-
-def node_inputs(data: bytes) -> Iterator[tuple[str, Any]]:
-    """``(name, inputs)`` of each top-level node."""
-    return ((head.name, head.input) for head in parse("GraphHeads", data).node)

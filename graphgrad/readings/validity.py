@@ -1,7 +1,7 @@
 """One verdict on whether bytes are a binary GraphDef, for every reading of them.
 
 The full parse (``GraphDef.FromString``, then :func:`plausible`) is the reference.
-The fast readings (:mod:`graphgrad.files.scan`, :mod:`graphgrad.files.small_nodes`) skip what
+The fast readings (:mod:`graphgrad.readings.scan`, :mod:`graphgrad.readings.small_nodes`) skip what
 their job does not need, so on their own they would accept corrupt bytes there
 and copy them into an output no reader parses. They call :func:`require` first,
 which gives the full parse's verdict at a fraction of its cost:
@@ -26,49 +26,29 @@ Anything :func:`require` cannot decide (a wire type it does not walk) is
 decides, so a fast reading never accepts what the full parse refuses.
 """
 
-import re
-from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from .protos import GraphDef
-from .wireformat import NotApplicable, encode_varint, fields, varint
+from ..files.plausible import SAMPLE, plausible
+from ..files.protos import GraphDef
+from ..files.wireformat import encode_varint
+from .errors import Invalid
+from .wire import fields, varint
 
-# The full parse takes bytes for a GraphDef only if its first nodes and functions
-# have names and op types that look like ones (random bytes often parse).
-SAMPLE = 1000
-PLAUSIBLE_NAME = re.compile(r"[^\x00-\x20\x7f]+\Z")
 # Spans up to this size are parsed whole by protobuf; larger ones are walked.
 SPAN_LIMIT = 1 << 16
 _PREFIX = "graphgrad.check."
 _NODE_TAG = 1 << 3 | 2  # GraphDef.node, length-delimited
 
 
-class Invalid(NotApplicable):
-    """The bytes are not a GraphDef as the full parse reads one (or not surely)."""
-
-
-def plausible(nodes: Sequence[tuple[str, str]], functions: Sequence[tuple[str, list]]) -> bool:
-    """The full parse's test of a parsed graph: ``nodes``, the ``(name, op)`` of the
-    first ``SAMPLE`` top-level nodes, and ``functions``, ``(name, [(node name,
-    op), ...])`` of the first ``SAMPLE`` functions and of their first nodes."""
-    if not nodes and not functions:
-        return False
-    if not all(PLAUSIBLE_NAME.match(name) for name, _ in functions):
-        return False
-    every = [*nodes, *(node for _, body in functions for node in body)]
-    return all(PLAUSIBLE_NAME.match(name) and PLAUSIBLE_NAME.match(op) for name, op in every)
-
-
-def plausible_graph(graph_def: Any) -> bool:
-    """:func:`plausible` of a parsed GraphDef."""
-    return plausible(
-        [(node.name, node.op) for node in graph_def.node[:SAMPLE]],
-        [(function.signature.name, [(node.name, node.op) for node in function.node_def[:SAMPLE]])
-         for function in graph_def.library.function[:SAMPLE]],
-    )
+def plausible_sample(nodes: list, library: Any) -> bool:
+    """:func:`graphgrad.files.plausible.plausible` of a graph read as stored: ``nodes``,
+    ``(name, op)`` of its first top-level nodes, and its :class:`~graphgrad.readings.scan.Library`."""
+    functions = [(function.signature.name, [(node.name, node.op) for node in function.node_def[:SAMPLE]])
+                 for function in library.functions()[:SAMPLE]]
+    return plausible(nodes, functions)
 
 
 def require(data: Any) -> None:
