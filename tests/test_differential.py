@@ -113,7 +113,7 @@ class Stored:
             return written(reading), report
 
     def reset(self, data):
-        with self.opened(data, Needs(edits=True, removals=True)) as reading:
+        with self.opened(data, Needs(edits=True)) as reading:
             report = reset_in(reading.scopes(), ResetOptions())
             return written(reading), report
 

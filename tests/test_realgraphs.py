@@ -205,7 +205,7 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
             assert diff_readings(before, after) == diff_models(model, full), relative
         again, again_report = fast_rewrite(output, rules)
         assert again == output and not again_report.changes, relative
-        with stored_reading(output, Needs(edits=True, removals=True)) as opened:
+        with stored_reading(output, Needs(edits=True)) as opened:
             reset = reset_in(opened.scopes(), ResetOptions())
             restored = written(opened)
         full_restored, full_reset = reset_model(full, ResetOptions())

@@ -218,7 +218,7 @@ def test_reset_without_inserted_nodes_equals_the_full_one(graph, reset):
                         options(("op", "Relu=guided_relu"), ("op", "Sign=ste"), ("op", "Identity=identity"),
                                 allow_missing=True))
     reset_options = ResetOptions(**reset)
-    with stored_reading(rewritten, Needs(removals=True)) as opened:
+    with stored_reading(rewritten, Needs(edits=True)) as opened:
         stored_report = reset_in(opened.scopes(reset_options.functions), reset_options)
         output = written(opened)
     full, report = reset_model(Model(read_model_bytes(rewritten), "graphdef", "binary"), reset_options)

@@ -5,12 +5,13 @@ from ..graph.model import Model
 from ..readings import open_reading
 from ..readings.protocol import Reading
 from .rewrite import RewriteOptions, RewriteReport, rewrite
-from .surgery import embed_in
 
 
 def rewrite_reading(reading: Reading, options: RewriteOptions) -> RewriteReport:
     """Apply ``options`` to a reading of a model, in place."""
     if options.embed:  # surrogates edit the graph's structure
+        from .surgery import embed_in  # a rewrite of overrides does not pay for the surgery's imports
+
         return embed_in(reading.scopes(options.functions), options)
     return rewrite(reading, options)
 

@@ -349,7 +349,7 @@ def changes_signs(report: RewriteReport) -> bool:
     if SIGN not in report.by_op_type:
         return False
     _, _, op_types, _, news = report.columns()
-    values = set(new for op_type, new in zip(op_types, news) if op_type == SIGN)
+    values = {new for op_type, new in set(zip(op_types, news)) if op_type == SIGN}  # a few distinct pairs, in C
     return any(looks_at_x(spec) for spec in map(graphgrad_spec, values) if spec is not None)
 
 

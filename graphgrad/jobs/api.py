@@ -212,7 +212,7 @@ def reset_file(path: str, options: Any, output: OutputOptions, kind: str | None 
     constants are never read."""
     from ..edits.surgery import reset_in
 
-    return _change_file(path, output, kind, Needs(edits=True, removals=True),
+    return _change_file(path, output, kind, Needs(edits=True),
                         lambda reading: reset_in(reading.scopes(options.functions), options))
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from ..files.io import SourceFile, model_from_bytes, read_model
 from ..graph.model import GRAPHDEF, Model
-from ..names import GROUP
 from .errors import Invalid, NotApplicable, SmallNodes
 from .frozen import FrozenReading
 from .parsed import ParsedReading
@@ -43,15 +42,11 @@ class Needs:
 
     ``edits``: scopes to edit the structure (insert, bypass, ``--embed``, reset);
     a frozen model whose nodes share a name is parsed whole (its skeleton edits
-    nodes by name). ``removals``: scopes that also remove nodes (reset); many small
-    nodes that hold graphgrad's nodes are parsed whole (undoing 20,000 surrogates
-    as stored measured slower than the full parse: each of their 200,000 nodes is
-    decoded to read its group). ``parse``: the model parsed whole (a text output;
-    tensor parameters, checked against parsed nodes).
+    nodes by name). ``parse``: the model parsed whole (a text output; tensor
+    parameters, checked against parsed nodes).
     """
 
     edits: bool = False
-    removals: bool = False
     parse: bool = False
 
 
@@ -97,8 +92,6 @@ def open_stored(file: SourceFile, path: str, needs: Needs) -> Reading:
         if not in_memory:
             require(graph.data)
         library = _plausible_library(graph.sample(), graph.library_payloads())
-        if needs.removals and graph.may_have_attrs([GROUP.encode()]):
-            raise NotApplicable("graphgrad's nodes among many small nodes are removed on the full parse") from None
         return StoredReading(graph, library, path, file)
     library = _plausible_library(scanned.sample(), scanned.library_payloads())
     if needs.edits and len({node.name for node in scanned.nodes}) != len(scanned.nodes):

@@ -12,8 +12,6 @@ from .as_stored import AsStored
 from .bodies import Body
 from .protocol import BulkOverrides, Encodings, EditScope, NodeReference, SignList
 from .scan import Library, ScannedGraph, node_headers, override_at
-from .scope import scopes
-from .skeleton import Skeleton, skeleton_of
 
 
 class FrozenReading(AsStored):
@@ -22,7 +20,7 @@ class FrozenReading(AsStored):
     def __init__(self, graph: ScannedGraph, library: Library, path: str, file: SourceFile):
         super().__init__(library, path, file)
         self.graph = graph
-        self._skeleton: Skeleton | None = None
+        self._skeleton: Any = None  # the Skeleton that scopes() edits
 
     def _top_level(self, op_types: Container[str] | None) -> list[NodeReference]:
         return self.graph.candidates(op_types)
@@ -38,6 +36,9 @@ class FrozenReading(AsStored):
         return [("", "", None, signs, adds), *self._body_sign_lists()], []
 
     def scopes(self, functions: bool = True) -> list[EditScope]:
+        from .scope import scopes  # edits only: a rewrite does not pay for these imports
+        from .skeleton import skeleton_of
+
         if self._skeleton is None:
             self._skeleton = skeleton_of(self.graph, self.library, self.path)
         return list(scopes(self._skeleton.model, functions))

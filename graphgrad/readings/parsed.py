@@ -10,7 +10,6 @@ from ..graph.functions import graph_calls_into_overrides, saved_gradients
 from ..graph.model import Model, iter_nodes, meta_graphs_of, scopes_of, signatures_of
 from .bodies import Body, bodies_of
 from .protocol import BulkOverrides, Encodings, EditScope, NodeReference, SignatureRow, SignList
-from .scope import scopes
 
 
 class ParsedReading:
@@ -39,6 +38,8 @@ class ParsedReading:
                 for prefix, nodes in scopes_of(graph_def)], []
 
     def scopes(self, functions: bool = True) -> list[EditScope]:
+        from .scope import scopes  # edits only: a rewrite does not pay for its imports
+
         return list(scopes(self._model, functions))
 
     def bodies(self, functions: bool = True) -> list[tuple[str, list[Body]]]:

@@ -14,9 +14,7 @@ from .as_stored import AsStored
 from .bodies import Body
 from .protocol import EditScope, Encodings, NodeReference, SignList
 from .scan import Library
-from .scope import Scope
 from .small_nodes import HeadGraph
-from .stored_scope import StoredScope
 
 # Above this many top-level nodes, larq's shifted Signs are not looked for here:
 # reading every Add of a 100k-node graph would cost a third of the rewrite (and
@@ -63,6 +61,9 @@ class StoredReading(AsStored):
         return [("", "", None, signs, adds), *self._body_sign_lists()], []
 
     def scopes(self, functions: bool = True) -> list[EditScope]:
+        from .scope import Scope  # edits only: a rewrite does not pay for these imports
+        from .stored_scope import StoredScope
+
         bodies: list[EditScope] = [Scope("", function) for function in self.library.functions()] if functions else []
         return [StoredScope(self.graph), *bodies]
 
