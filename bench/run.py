@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, ".cache")
 PYTHON = sys.executable
 GRAPHGRAD = [PYTHON, "-m", "graphgrad"]
-REPLACING = "graphgrad rewrite, replacing a file"  # fsynced before its rename (see graphgrad/files/io.py)
+REPLACING = "graphgrad rewrite, replacing a file"  # fsynced before its rename (see graphgrad/files/writing.py)
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 

@@ -15,7 +15,7 @@ from graphgrad.edits.rewrite import RewriteOptions
 from graphgrad.edits.select import parse_rule
 from graphgrad.edits.rewrite import rewrite
 from graphgrad.edits.summary import summarize_reading
-from graphgrad.files.io import SourceFile
+from graphgrad.files.reading import SourceFile
 from graphgrad.readings import Needs, factory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

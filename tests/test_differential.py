@@ -21,7 +21,7 @@ from graphgrad.edits.diff import diff_models, diff_readings
 from graphgrad.edits.rewrite import rewrite
 from graphgrad.edits.summary import summarize, summarize_reading
 from graphgrad.edits.surgery import ResetOptions, embed_in, reset_in, reset_model
-from graphgrad.files.io import SourceFile, parse_model_bytes
+from graphgrad.files.reading import SourceFile, parse_model_bytes
 from graphgrad.files.protos import GraphDef
 from graphgrad.graph.model import Model
 from graphgrad.readings import Needs, factory, skeleton, validity

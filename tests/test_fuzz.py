@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from conftest import fixture
 from graphs import mutated
 from graphgrad import GraphgradError, SpecError, parse_spec
-from graphgrad.files.io import parse_model_bytes
+from graphgrad.files.reading import parse_model_bytes
 
 FIXTURES = [open(fixture(name), "rb").read() for name in ("binary_net.pb", "binary_net.pbtxt", "model.meta")]
 FIXTURES.append(open(fixture("saved_model", "saved_model.pb"), "rb").read())

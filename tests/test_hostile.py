@@ -12,7 +12,8 @@ from conftest import fixture, run_cli
 
 import graphgrad
 from graphgrad.errors import SpecError
-from graphgrad.files.io import PROTOBUF_LIMIT, write_chunks
+from graphgrad.files.reading import PROTOBUF_LIMIT
+from graphgrad.files.writing import write_chunks
 
 BINARY_NET = fixture("binary_net.pb")
 
@@ -191,7 +192,7 @@ def test_a_locked_temporary_of_an_unknown_pid_is_left_alone(tmp_path):
     import fcntl
 
     from conftest import dead_pid
-    from graphgrad.files.io import remove_stale_temporaries
+    from graphgrad.files.writing import remove_stale_temporaries
 
     temporary = tmp_path / f".out.pb.{dead_pid()}.a1b2c3d.graphgrad-tmp"
     temporary.write_bytes(b"in progress")
@@ -205,7 +206,7 @@ def test_a_locked_temporary_of_an_unknown_pid_is_left_alone(tmp_path):
 
 def test_a_sweep_puts_back_the_old_savedmodel_of_a_swap_killed_half_way(tmp_path):
     from conftest import dead_pid
-    from graphgrad.files.io import remove_stale_temporaries
+    from graphgrad.files.writing import remove_stale_temporaries
 
     backup = tmp_path / f".model.{dead_pid()}.c1v2b3n.graphgrad-tmp.old"
     shutil.copytree(fixture("saved_model"), backup)
@@ -218,7 +219,7 @@ def test_a_sweep_puts_back_the_old_savedmodel_of_a_swap_killed_half_way(tmp_path
 
 
 def test_replacing_a_savedmodel_output_is_one_exchange(tmp_path, monkeypatch):
-    import graphgrad.files.io as io
+    import graphgrad.files.writing as io
 
     calls = []
     exchange = io._exchange
@@ -268,7 +269,7 @@ def test_outputs_with_the_longest_names_are_written_and_leave_no_temporary(tmp_p
 
 def test_a_killed_writers_temporary_of_a_long_name_is_swept(tmp_path):
     from conftest import dead_pid
-    from graphgrad.files.io import TEMP_SUFFIX, temporary_target
+    from graphgrad.files.writing import TEMP_SUFFIX, temporary_target
 
     out = tmp_path / f"{LONG}.pb"
     left = tmp_path / f".{temporary_target(out.name)}.{dead_pid()}.abcdefgh{TEMP_SUFFIX}"

@@ -4,7 +4,7 @@ import pytest
 
 from conftest import dead_pid, fixture
 from graphgrad import ModelReadError, ModelWriteError, read_model, serialize, write_model
-from graphgrad.files.io import parse_model_bytes
+from graphgrad.files.reading import parse_model_bytes
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_failed_write_leaves_nothing_and_keeps_the_old_file(tmp_path, monkeypatc
     def refuse(*_):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("graphgrad.files.io.os.replace", refuse)
+    monkeypatch.setattr("graphgrad.files.writing.os.replace", refuse)
     with pytest.raises(ModelWriteError, match="cannot write .*No space left"):
         write_model(model, str(out))
     assert os.listdir(tmp_path) == ["out.pb"]
@@ -207,7 +207,8 @@ def test_write_into_missing_directory_fails_cleanly(tmp_path):
 
 
 def test_an_input_shortened_while_it_is_copied_is_an_error_and_leaves_no_output(tmp_path):
-    from graphgrad.files.io import SourceFile, write_chunks
+    from graphgrad.files.reading import SourceFile
+    from graphgrad.files.writing import write_chunks
 
     source_path, out = tmp_path / "in.pb", tmp_path / "out.pb"
     source_path.write_bytes(b"x" * 10_000)
@@ -221,14 +222,15 @@ def test_an_input_shortened_while_it_is_copied_is_an_error_and_leaves_no_output(
 @pytest.mark.parametrize("accepted", [0, 1, 5, 7, 3000])
 def test_many_chunks_are_written_in_order_whatever_each_writev_takes(tmp_path, monkeypatch, accepted):
     """Runs of byte strings go through writev, which may write less than asked."""
-    from graphgrad.files import io
-    from graphgrad.files.io import SourceFile, write_chunks
+    from graphgrad.files import writing
+    from graphgrad.files.reading import SourceFile
+    from graphgrad.files.writing import write_chunks
 
     writev = os.writev
     monkeypatch.setattr(os, "writev", lambda fd, buffers: writev(fd, [b"".join(buffers)[:accepted]]))
     source_path, out = tmp_path / "in.pb", tmp_path / "out.pb"
     source_path.write_bytes(bytes(range(256)) * 40)
-    pieces = [bytes([n % 251]) * (n % 7) for n in range(io._IOV_MAX * 2 + 5)]  # empty ones too
+    pieces = [bytes([n % 251]) * (n % 7) for n in range(writing._IOV_MAX * 2 + 5)]  # empty ones too
     chunks = [b"head", *pieces[:900], (10, 5000), bytearray(b"mid"), *pieces[900:], (0, 3)]
     with SourceFile(str(source_path)) as source:
         write_chunks(str(out), chunks, source)
@@ -252,7 +254,7 @@ def test_a_write_removes_what_killed_writers_left_for_its_target_only(tmp_path):
 
 
 def test_a_sweep_of_a_directory_removes_every_killed_writers_temporary(tmp_path):
-    from graphgrad.files.io import remove_stale_temporaries
+    from graphgrad.files.writing import remove_stale_temporaries
 
     dead, alive = dead_pid(), os.getpid()
     (tmp_path / f".a.1.pb.{dead}.k3x9_a1.graphgrad-tmp").write_bytes(b"partial")  # dots and digits in the target

@@ -174,7 +174,7 @@ def test_fast_paths_agree_with_a_full_parse_on_real_graphs():
     from dataclasses import replace
 
     from conftest import fast_rewrite, fast_summary, stored_reading, written
-    from graphgrad.files.io import parse_model_bytes
+    from graphgrad.files.reading import parse_model_bytes
     from graphgrad.edits.surgery import ResetOptions, reset_in, reset_model
     from graphgrad.edits.diff import diff_models, diff_readings
     from graphgrad.readings import Needs

@@ -113,7 +113,7 @@ def read_model_bytes(graph_def):
 def test_the_temporary_of_a_zombie_writer_is_swept(tmp_path):
     """A killed batch's workers stay zombies until something reaps them (in a container,
     maybe never): their temporaries hold no lock, and the next run removes them."""
-    from graphgrad.files.io import TEMP_SUFFIX, remove_stale_temporaries
+    from graphgrad.files.writing import TEMP_SUFFIX, remove_stale_temporaries
 
     if not os.path.isdir("/proc/self"):
         pytest.skip("no /proc here: only the lock tells a writer's state")

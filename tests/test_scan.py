@@ -19,11 +19,11 @@ from graphgrad.graph.model import Model
 @pytest.fixture
 def reads(monkeypatch):
     """(start, end) of every read of a model file, as they happen."""
-    from graphgrad.files import io
+    from graphgrad.files.reading import SourceFile
 
     recorded = []
-    original_read = io.SourceFile.read
-    monkeypatch.setattr(io.SourceFile, "read", lambda self, start, end: recorded.append((start, end)) or
+    original_read = SourceFile.read
+    monkeypatch.setattr(SourceFile, "read", lambda self, start, end: recorded.append((start, end)) or
                         original_read(self, start, end))
     return recorded
 
@@ -95,7 +95,7 @@ def test_cli_uses_it_for_frozen_graphs(tmp_path):
 
 
 def read_model_bytes(data):
-    from graphgrad.files.io import parse_model_bytes
+    from graphgrad.files.reading import parse_model_bytes
 
     return parse_model_bytes(data)[0]
 

@@ -7,7 +7,7 @@ from conftest import fast_summary, run_cli, stored_reading
 from graphs import chain_graph, frozen_graph, many_nodes
 
 from graphgrad import iter_nodes, read_model, rewrite_model
-from graphgrad.files.io import parse_model_bytes
+from graphgrad.files.reading import parse_model_bytes
 from graphgrad.readings.errors import NotApplicable, SmallNodes
 from graphgrad.readings.scan import ScannedGraph
 from graphgrad.readings.small_nodes import HeadGraph, parse

@@ -6,7 +6,7 @@ import click
 
 from ..errors import UsageError
 from ..files.arrays import load_array
-from ..files.io import write_chunks
+from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
 from . import options
 from .render import echo_json, table, tensorflow_quiet
@@ -154,7 +154,7 @@ def _refuse_overwrites(model: str, inputs: dict, outputs: dict) -> None:
     array, or on each other, before anything is read."""
     import os
 
-    from ..files.io import same_model
+    from ..files.writing import same_model
 
     given = {option: path for option, path in outputs.items() if path}
     for option, path in given.items():

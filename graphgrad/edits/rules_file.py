@@ -2,7 +2,7 @@
 rules in them are checked by :func:`graphgrad.edits.select.rules_from_document`."""
 
 from ..errors import GraphgradError
-from ..files.io import read_small_file
+from ..files.reading import read_small_file
 
 RULES_LIMIT = 1 << 20  # bytes: a rules file is a few rules
 

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from ..errors import UsageError
-from .io import read_small_file
+from .reading import read_small_file
 
 ARRAY_LIMIT = 1 << 31  # bytes of one array file: protobuf's own limit on a graph
 NUMERIC_KINDS = "biufc"  # bool, signed and unsigned integers, floats, complex

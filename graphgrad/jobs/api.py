@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from ..edits.apply import rewrite_reading
 from ..edits.rewrite import RewriteOptions, RewriteReport
 from ..errors import GraphgradError, ModelWriteError, NothingSelectedError, UsageError
-from ..files.io import (
+from ..files.writing import (
     backup_file,
     first_missing,
     make_directory,

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import GraphgradError
-from ..files.io import expand_pattern, find_models, is_saved_model_dir, remove_stale_temporaries
+from ..files.discovery import expand_pattern, find_models, is_saved_model_dir
+from ..files.writing import remove_stale_temporaries
 from ..gradients.user_modules import load_gradient_module
 
 

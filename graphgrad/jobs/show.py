@@ -20,7 +20,8 @@ from typing import Any
 from ..names import BYPASS, EMBED_SPEC, GROUP, SOURCE
 from ..edits.summary import DANGLING, classify_override
 from ..errors import GraphgradError, UsageError
-from ..files.io import read_model, write_chunks
+from ..files.reading import read_model
+from ..files.writing import write_chunks
 from ..graph.functions import called_function, saved_gradients
 from ..graph.tensors import unknown_tensor
 from ..graph.model import SAVEDMODEL, Model, override_of

@@ -9,7 +9,8 @@ import tempfile
 
 from ..edits.unfreeze import FROZEN_NODES, Unfrozen, UnfreezeOptions, choose_weights, unfrozen
 from ..errors import GraphgradError, ModelReadError, UsageError
-from ..files.io import read_model, read_small_file, write_chunks
+from ..files.reading import read_model, read_small_file
+from ..files.writing import write_chunks
 from ..graph.model import Model
 
 

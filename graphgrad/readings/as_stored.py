@@ -7,7 +7,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Container
 from typing import Any
 
-from ..files.io import SourceFile, model_from_bytes, write_chunks
+from ..files.reading import SourceFile, model_from_bytes
+from ..files.writing import write_chunks
 from ..graph.functions import calls_into_overrides, functions_with_overrides, saved_gradients
 from ..graph.model import BINARY, GRAPHDEF, Model, scopes_of
 from ..names import CALL_OPS
@@ -71,4 +72,4 @@ class AsStored(ABC):
 
     @abstractmethod
     def _chunks(self) -> list:
-        """The output as :func:`graphgrad.files.io.write_chunks` takes it."""
+        """The output as :func:`graphgrad.files.writing.write_chunks` takes it."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..files.io import SourceFile, model_from_bytes, read_model
+from ..files.reading import SourceFile, model_from_bytes, read_model
 from ..graph.model import GRAPHDEF, Model
 from .errors import Invalid, NotApplicable, SmallNodes
 from .frozen import FrozenReading

@@ -6,7 +6,7 @@ what a job looks at is decoded; the constants are copied as ranges of the file."
 from collections.abc import Collection, Container
 from typing import Any
 
-from ..files.io import SourceFile
+from ..files.reading import SourceFile
 from ..names import ADDS, ATTR_BYTES, SIGN
 from .as_stored import AsStored
 from .bodies import Body

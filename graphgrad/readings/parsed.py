@@ -5,7 +5,7 @@ NodeDef. The reference every other reading is tested against."""
 from collections.abc import Collection, Container
 from typing import Any
 
-from ..files.io import write_model
+from ..files.writing import write_model
 from ..graph.functions import graph_calls_into_overrides, saved_gradients
 from ..graph.model import Model, iter_nodes, meta_graphs_of, scopes_of, signatures_of
 from .bodies import Body, bodies_of

@@ -40,7 +40,7 @@ _SAMPLE = 64
 
 
 class Window:
-    """A :class:`graphgrad.files.io.SourceFile` as ``data[i]``, ``data[a:b]`` and
+    """A :class:`graphgrad.files.reading.SourceFile` as ``data[i]``, ``data[a:b]`` and
     ``len(data)``, read in blocks around the scan: the payloads it skips (a frozen
     model's constants) are never read."""
 

@@ -47,7 +47,7 @@ class Skeleton:
     library: bytes = b""  # the library as parsed, to tell whether an edit changed it
 
     def chunks(self) -> list:
-        """The edited model as the chunks :func:`graphgrad.files.io.write_chunks` takes."""
+        """The edited model as the chunks :func:`graphgrad.files.writing.write_chunks` takes."""
         graph_def = self.model.message
         kept = {node.name: node for node in graph_def.node if node.name in self.originals}
         added = [node for node in graph_def.node if node.name not in self.originals]

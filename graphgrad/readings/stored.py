@@ -7,7 +7,7 @@ a job changed it."""
 from collections.abc import Collection, Container
 from typing import Any
 
-from ..files.io import SourceFile
+from ..files.reading import SourceFile
 from ..files.protos import GraphDef, NodeDef
 from ..names import ADDS, SIGN
 from .as_stored import AsStored

@@ -19,7 +19,7 @@ from ..edits.apply import rewrite_model
 from ..edits.rewrite import RewriteOptions
 from ..edits.select import OP, Rule
 from ..errors import GraphgradError, UsageError
-from ..files.io import read_model
+from ..files.reading import read_model
 from ..graph.model import Model
 from ..gradients.attribution import MAX_POOLS, NONLINEARITIES
 from ..gradients.masking import RELU_FAMILY

@@ -20,7 +20,7 @@ from typing import Any
 from ..edits.tensors import rename_functions
 from ..edits.surgery import ResetOptions, reset_model
 from ..edits.traps import SIGN, graphgrad_spec, sign_notes
-from ..files.io import read_model
+from ..files.reading import read_model
 from ..graph.model import GRAPHDEF, METAGRAPH, override_of, scopes_of
 from ..names import NAMESPACE
 from .variables import graph_variables

@@ -19,7 +19,7 @@ from ..edits.summary import graph_ends
 from ..readings.bodies import bodies_of
 from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
 from ..files.arrays import load_array
-from ..files.io import kind_of_file
+from ..files.descriptors import kind_of_file
 from ..graph.functions import call_cycle, first_names, function_bodies, functions_run
 from ..graph.hints import close_names
 from ..graph.tensors import placeholder_shape, shape_mismatch, unknown_tensor

@@ -16,7 +16,7 @@ from typing import Any
 from ..edits.rewrite import RewriteOptions, apply_rules
 from ..edits.select import NODE, OP, Rule
 from ..errors import GraphgradError, SpecError, TensorFlowMissingError, UnresolvedGradientsError, UnroutedCallsWarning
-from ..files.io import read_model
+from ..files.reading import read_model
 from ..gradients import TRANSFORM, USER
 from ..gradients.calls import CALL_GRADIENT, ROUTED_COPY_SUFFIX, called_by, routed_copy, saved_gradient
 from ..gradients.common import own_gradient

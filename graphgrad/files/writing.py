@@ -1,12 +1,10 @@
-"""Reading and writing model files: the only module that touches the file system.
-
-Kinds are recognised by content, not by name: text GraphDefs called ``.pb`` and
-text MetaGraphDefs called ``.pb`` exist in the wild. Writes are atomic: a
-temporary file (or directory) beside the target, then a rename, so an error
-leaves no partial output and never harms the input. A write that replaces a file
-(``--in-place``, or an output that exists) is flushed to disk (fsync) before the
-rename, so a crash leaves the old version or the new one, never an empty file. A
-new file is not, as with ``cp``: a crash can lose it, and nothing else.
+"""Writing model files, atomically and where asked: a temporary file (or directory)
+beside the target, then a rename, so an error leaves no partial output and never
+harms the input. A write that replaces a file (``--in-place``, or an output that
+exists) is flushed to disk (fsync) before the rename, so a crash leaves the old
+version or the new one, never an empty file. A new file is not, as with ``cp``: a
+crash can lose it, and nothing else. Temporaries that killed writers left are
+swept; a write through a link, or onto a FIFO or a device, is refused.
 """
 
 import os
@@ -16,281 +14,34 @@ import stat
 import tempfile
 from collections.abc import Sequence
 from itertools import groupby
-from typing import Any
 
-from google.protobuf.message import DecodeError
+from ..errors import ModelWriteError
+from ..graph.model import SAVEDMODEL, TEXT, Model
+from .descriptors import kind_of_file, write_all
+from .discovery import MODEL_SUFFIXES
+from .reading import COPY_BLOCK, PROTOBUF_LIMIT, SAVED_MODEL_FILES, SourceFile, saved_model_file
 
-from ..errors import GraphgradError, ModelReadError, ModelWriteError
-from ..graph.model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
-from . import protos
-from .plausible import plausible_graph
-
-SAVED_MODEL_FILES = {BINARY: "saved_model.pb", TEXT: "saved_model.pbtxt"}
 # What a SavedModel directory holds besides its graph; fingerprint.pb is left
 # out on purpose: it hashes the graph file, which a rewrite changes.
 SAVED_MODEL_MEMBERS = ("variables", "assets", "assets.extra", "keras_metadata.pb")
-PROTOBUF_LIMIT = 2**31 - 1
+
+
 TEMP_SUFFIX = ".graphgrad-tmp"
+
+
 # .TARGET.PID.RANDOM.graphgrad-tmp, as mkstemp/mkdtemp make them below (RANDOM has no dot)
 NAME_MAX = 255  # bytes of a file name on Linux's file systems
+
+
 # What a temporary adds to its target's name: ".", ".PID.", mkstemp's 8 characters,
 # the suffix and a swap's ".old" (a pid has at most 7 digits: pid_max is 2^22).
 _TEMPORARY_EXTRA = len(".") + len(".4194304.") + 8 + len(TEMP_SUFFIX) + len(".old")
+
+
 _SHORTENED = re.compile(r"~[0-9a-f]{16}\Z")
+
+
 _TEMPORARY = re.compile(r"\.(?P<target>.+)\.(?P<pid>\d+)\.[^.]+" + re.escape(TEMP_SUFFIX) + r"(\.old)?\Z", re.DOTALL)
-COPY_BLOCK = 1 << 20  # bytes per read where a range cannot be copied in the kernel
-MODEL_SUFFIXES = (".pb", ".pbtxt", ".meta")
-NOT_MODELS = {"fingerprint.pb", "keras_metadata.pb"}
-
-# The first field of a text message tells its kind.
-_TEXT_FIELDS = {
-    GRAPHDEF: {"node", "versions", "version", "library", "debug_info"},
-    METAGRAPH: {
-        "meta_info_def", "graph_def", "saver_def", "collection_def",
-        "signature_def", "asset_file_def", "object_graph_def",
-    },
-    SAVEDMODEL: {"saved_model_schema_version", "meta_graphs"},
-}
-_TEXT_START = re.compile(rb"\A(?:\s*(?:#[^\n]*)?\n)*\s*([A-Za-z_][A-Za-z0-9_]*)\s*[:{<]")
-
-class NotRegularFile(Exception):
-    """A path names a FIFO, a device, a socket or a directory where a file is needed."""
-
-
-_KINDS_OF_FILE = [
-    (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
-]
-
-
-def kind_of_file(mode: int) -> str | None:
-    """What a file of ``mode`` is, when it is not a regular file (None for one)."""
-    return None if stat.S_ISREG(mode) else next((what for test, what in _KINDS_OF_FILE if test(mode)), "not a file")
-
-
-def open_regular(path: str) -> int:
-    """A read-only descriptor of the regular file ``path``. Raises
-    :class:`NotRegularFile` for anything else, without blocking: a FIFO is opened
-    non-blocking (an ordinary open waits for a writer), and a device is never read."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    what = kind_of_file(os.fstat(descriptor).st_mode)
-    if what:
-        os.close(descriptor)
-        raise NotRegularFile(f"it is {what}, not a regular file")
-    os.set_blocking(descriptor, True)
-    return descriptor
-
-
-def _new_message(kind: str):
-    return getattr(protos, KIND_NAMES[kind])()  # the class names are the kind names
-
-
-def read_model(path: str, kind: str | None = None) -> Model:
-    """Read a GraphDef, MetaGraphDef or SavedModel from a file or directory.
-
-    ``kind`` (graphdef, metagraph, savedmodel) skips detection. Raises
-    :class:`~graphgrad.errors.ModelReadError` with a one-line reason.
-    """
-    root = None
-    if os.path.isdir(path):
-        root = path
-        path = _saved_model_file(path)
-        if kind not in (None, SAVEDMODEL):
-            raise ModelReadError(f"{root} is a SavedModel directory, not a {kind}")
-        kind = SAVEDMODEL
-    return model_from_bytes(read_file(path), path, kind, root)
-
-
-def model_from_bytes(data: bytes, path: str, kind: str | None = None, root: str | None = None) -> Model:
-    """A :class:`Model` from the bytes of the file at ``path``; a SavedModel's
-    ``root`` (where its variables and assets are) defaults to the file's folder."""
-    message, kind, encoding = parse_model_bytes(data, kind, path)
-    if kind != SAVEDMODEL:
-        root = None
-    elif root is None:
-        root = os.path.dirname(path) or "."
-    return Model(message=message, kind=kind, encoding=encoding, path=path, root=root)
-
-
-def _saved_model_file(directory: str) -> str:
-    for name in SAVED_MODEL_FILES.values():
-        candidate = os.path.join(directory, name)
-        if os.path.isfile(candidate):
-            return candidate
-    raise ModelReadError(
-        f"{directory} is a directory without saved_model.pb or saved_model.pbtxt, "
-        "so it is not a SavedModel; name a model file or a SavedModel directory"
-    )
-
-
-def read_file(path: str) -> bytes:
-    """The bytes of a model file, with a clear error for what cannot be read."""
-    with SourceFile(path) as source:
-        return source.read(0, source.size)
-
-
-class SourceFile:
-    """A model file, open for reads on demand (``with SourceFile(path) as source``).
-
-    A scan that skips payloads never reads them, and :func:`write_chunks` copies
-    ranges of it to an output inside the kernel: a frozen model's constants never
-    pass through this process.
-    """
-
-    def __init__(self, path: str):
-        self.path = path
-        try:
-            self._fd = open_regular(path)
-            self.size = os.fstat(self._fd).st_size
-        except OSError as error:
-            hint = ""
-            if isinstance(error, FileNotFoundError) and os.path.isfile(path + ".meta"):
-                hint = f"; if it is a checkpoint prefix, its graph is {path}.meta"
-            raise ModelReadError(f"cannot read {path}: {error.strerror or error}{hint}") from None
-        except NotRegularFile as error:
-            raise ModelReadError(f"cannot read {path}: {error}; name a model file") from None
-        if self.size > PROTOBUF_LIMIT:
-            self.close()
-            raise ModelReadError(f"{path} is {self.size / 2**30:.1f} GiB; protobuf cannot parse a message over 2 GiB")
-        if not self.size:
-            self.close()
-            raise ModelReadError(f"{path} is empty")
-
-    def read(self, start: int, end: int) -> bytes:
-        """Bytes ``start`` to ``end`` (fewer if the file ends sooner)."""
-        parts = []
-        try:
-            while start < end:
-                part = os.pread(self._fd, end - start, start)
-                if not part:
-                    break
-                parts.append(part)
-                start += len(part)
-        except OSError as error:
-            raise ModelReadError(f"cannot read {self.path}: {error.strerror or error}") from None
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def copy_to(self, fd: int, start: int, end: int) -> None:
-        """Append bytes ``start`` to ``end`` to the file open as ``fd``, in the kernel where it can."""
-        while start < end:
-            try:
-                copied = os.copy_file_range(self._fd, fd, end - start, start)
-            except (AttributeError, OSError):  # not Linux, or not between these file systems
-                copied = 0
-            if not copied:  # through this process, then
-                copied = _write_all(fd, self.read(start, min(end, start + COPY_BLOCK)))
-            if not copied:
-                raise ModelReadError(f"{self.path} changed while it was read (it is shorter now)")
-            start += copied
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-
-def parse_model_bytes(data: bytes, kind: str | None = None, path: str = "<bytes>") -> tuple[Any, str, str]:
-    """Parse file contents; returns (message, kind, encoding)."""
-    text_start = _TEXT_START.match(data[:4096]) if b"\0" not in data[:4096] else None
-    if text_start:
-        return _parse_text(data, kind, path, text_start.group(1).decode())
-    return _parse_binary(data, kind, path)
-
-
-def _parse_text(data: bytes, kind, path, first_field):
-    from google.protobuf import text_format  # only for text files
-
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ModelReadError(f"{path} is not valid UTF-8 text: {error.reason}") from None
-    guessed = [k for k, fields in _TEXT_FIELDS.items() if first_field in fields]
-    kinds = [kind] if kind else guessed or list(_TEXT_FIELDS)
-    first_error = None
-    for candidate in kinds:
-        message = _new_message(candidate)
-        try:
-            text_format.Parse(text, message)
-        except text_format.ParseError as error:
-            first_error = first_error or error
-            continue
-        except RecursionError:
-            raise ModelReadError(
-                f"{path} nests messages deeper than protobuf's parser allows, so it is not a usable text "
-                f"{KIND_NAMES[candidate]}"
-            ) from None
-        return message, candidate, TEXT
-    raise ModelReadError(
-        f"{path} is not a valid text {KIND_NAMES[kinds[0]]}: {first_error}"
-    )
-
-
-def _parse_binary(data: bytes, kind, path):
-    if kind:
-        kinds = [kind]
-    elif data[:1] == b"\x08":  # field 1 as a varint: only SavedModel's schema version
-        kinds = [SAVEDMODEL]
-    else:
-        kinds = [GRAPHDEF, METAGRAPH, SAVEDMODEL]
-    for candidate in kinds:
-        message = _new_message(candidate)
-        try:
-            message.ParseFromString(data)
-        except (DecodeError, RuntimeError, ValueError):
-            continue
-        if _plausible(message, candidate):
-            return message, candidate, BINARY
-    if kind:
-        try:
-            _, found, _ = _parse_binary(data, None, path)
-        except ModelReadError:
-            raise ModelReadError(f"{path} is not a binary {KIND_NAMES[kind]}") from None
-        raise ModelReadError(f"{path} holds a {KIND_NAMES[found]}, not a {KIND_NAMES[kind]}")
-    raise ModelReadError(
-        f"{path} is not a TensorFlow graph file (GraphDef, MetaGraphDef or SavedModel, binary or text): "
-        + _other_format(data, path)
-    )
-
-
-# Files taken for graph files: (test on the bytes and path, what the file is and
-# where its graph is).
-_OTHER_FORMATS = [
-    (lambda data, path: data.startswith(b"\x89HDF\r\n\x1a\n"),
-     "it is an HDF5 file, such as a Keras .h5 model (layers and weights, no graph). To fix this, load it "
-     "with Keras and save a SavedModel: tf.saved_model.save(model, DIR), or model.export(DIR) in Keras 3"),
-    (lambda data, path: data.startswith(b"PK\x03\x04"),
-     "it is a zip archive, such as a Keras 3 .keras model (layers and weights, no graph). To fix this, load "
-     "it with Keras and save a SavedModel: model.export(DIR)"),
-    (lambda data, path: data[4:8] == b"TFL3",
-     "it is a TensorFlow Lite model, which has no gradients to override. To fix this, rewrite the "
-     "SavedModel or frozen graph it was converted from"),
-    (lambda data, path: data.endswith(b"\x57\xfb\x80\x8b\x24\x75\x47\xdb"),  # TensorFlow's table footer
-     "it is a checkpoint's variable index (no graph). To fix this, name the .meta file written beside it, "
-     "or a SavedModel"),
-    (lambda data, path: re.search(r"\.data-\d+-of-\d+\Z", path),
-     "it is a checkpoint's variable values (no graph). To fix this, name the .meta file written beside it, "
-     "or a SavedModel"),
-]
-
-
-def _other_format(data: bytes, path: str) -> str:
-    for test, what in _OTHER_FORMATS:
-        if test(data, path):
-            return what
-    return "it may be truncated or of another format"
-
-
-def _plausible(message, kind) -> bool:
-    graphs = graphs_of(message, kind)
-    if kind == METAGRAPH and not (message.HasField("graph_def") or message.HasField("meta_info_def")):
-        return False
-    if not graphs:
-        return False
-    return all(plausible_graph(graph_def) for _, graph_def in graphs)
 
 
 def serialize(model: Model, encoding: str | None = None) -> bytes:
@@ -516,15 +267,8 @@ def _write_all_of(fd: int, chunks: list) -> None:
         if written >= len(chunk):
             written -= len(chunk)
             continue
-        _write_all(fd, memoryview(chunk)[written:])
+        write_all(fd, memoryview(chunk)[written:])
         written = 0
-
-
-def _write_all(fd: int, data) -> int:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-    return len(data)
 
 
 def _length(chunks) -> int:
@@ -734,100 +478,13 @@ def _umask() -> int:
     return umask
 
 
-def find_models(path: str, recursive: bool = False, skipped: list | None = None) -> list[str]:
-    """Model files and SavedModel directories named by ``path``.
-
-    A file is itself; a SavedModel directory is one model; another directory
-    gives its ``.pb``/``.pbtxt``/``.meta`` files and SavedModels (and, with
-    ``recursive``, those of its subdirectories). Each directory is searched once:
-    one reached again through a symbolic link (a loop, ``ln -s . zoo/self``) is
-    skipped, and said in ``skipped`` if given.
-    """
-    if not os.path.isdir(path) or is_saved_model_dir(path):
-        return [path]
-    found = _search(path, recursive, set(), skipped if skipped is not None else [], os.path.realpath(path))
-    if not found:
-        raise ModelReadError(
-            f"{path} holds no model (.pb, .pbtxt, .meta files or SavedModel directories)"
-            + ("" if recursive else "; to search its subdirectories, add -r")
-        )
-    return found
-
-
-def _search(path: str, recursive: bool, visited: set, skipped: list, tree: str) -> list[str]:
-    """:func:`find_models` of one directory; ``visited``: the (device, inode) of those
-    searched; ``tree``: the real path of the directory named, out of which no link
-    is followed (as find, cp -R, rsync -r and grep -r do not)."""
-    try:
-        status = os.stat(path)
-        identity = (status.st_dev, status.st_ino)
-        entries = sorted(os.scandir(path), key=lambda e: e.name)
-    except OSError as error:
-        if not visited:
-            raise ModelReadError(f"cannot list {path}: {error.strerror or error}") from None
-        skipped.append(f"{path}: cannot list it ({error.strerror or error}); skipped")
-        return []
-    if identity in visited:
-        skipped.append(f"{path}: a link to a directory already searched; skipped")
-        return []
-    visited.add(identity)
-    found = []
-    for entry in entries:
-        if entry.is_symlink() and (entry.is_dir() or entry.name.endswith(MODEL_SUFFIXES)):
-            real = os.path.realpath(entry.path)
-            if os.path.commonpath([real, tree]) != tree:
-                skipped.append(f"{entry.path}: a link out of the tree searched (to {real}); skipped")
-                continue
-        if entry.is_dir():
-            if is_saved_model_dir(entry.path):
-                found.append(entry.path)
-            elif recursive:
-                found.extend(_search(entry.path, recursive, visited, skipped, tree))
-        elif entry.name.endswith(MODEL_SUFFIXES) and entry.name not in NOT_MODELS:
-            found.append(entry.path)
-    return found
-
-
-def is_saved_model_dir(path: str) -> bool:
-    """Whether ``path`` is a directory holding saved_model.pb or saved_model.pbtxt."""
-    return any(os.path.isfile(os.path.join(path, name)) for name in SAVED_MODEL_FILES.values())
-
-
-def expand_pattern(pattern: str) -> list[str]:
-    """Paths a glob pattern matches (``**`` recurses), sorted; an existing path is itself."""
-    if os.path.exists(pattern) or not any(c in pattern for c in "*?["):
-        return [pattern]
-    import glob
-
-    matches = sorted(glob.glob(pattern, recursive=True))
-    if not matches:
-        raise ModelReadError(f"no file matches {pattern}")
-    return matches
-
-
-def read_small_file(path: str, limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes (``what`` it is, for
-    messages): a FIFO, a device or a larger file is refused, never read on."""
-    try:
-        descriptor = open_regular(path)
-        with os.fdopen(descriptor, "rb") as stream:
-            data = stream.read(limit + 1)
-    except OSError as error:
-        raise GraphgradError(f"cannot read {what} {path}: {error.strerror or error}") from None
-    except NotRegularFile as error:
-        raise GraphgradError(f"cannot read {what} {path}: {error}") from None
-    if len(data) > limit:
-        raise GraphgradError(f"{what} {path} is over {limit >> 20} MiB; a {what} is a few lines")
-    return data
-
-
 def backup_file(path: str, suffix: str, sweep: bool = True) -> str:
     """Copy ``path`` to ``path + suffix`` (atomically, in the kernel) before it is
     overwritten; on disk before the original is replaced, so a crash never loses both.
     For a SavedModel directory, the graph file inside it is what gets replaced.
     ``sweep``: see :func:`write_chunks`."""
     if os.path.isdir(path):
-        path = _saved_model_file(path)
+        path = saved_model_file(path)
     target = path + suffix
     with SourceFile(path) as source:
         _atomic_write(target, [(0, source.size)], source, durable=True, sweep=sweep)
