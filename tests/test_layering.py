@@ -174,6 +174,30 @@ def test_a_reading_steps_aside_only_inside_the_readings():
     assert catchers == {os.path.join("readings", "factory.py")}
 
 
+def test_the_file_level_job_api_names_its_types():
+    """graphgrad.jobs.api, what the CLI and library users call per file, says what
+    each function takes and gives (TensorFlow's and protobuf's objects, which have
+    no type stubs, are not among them)."""
+    tree = ast.parse(open(os.path.join(PACKAGE, "jobs", "api.py")).read())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            annotations = [a.annotation for a in node.args.args + node.args.kwonlyargs] + [node.returns]
+            assert all(a is not None and "Any" not in ast.unparse(a) for a in annotations), node.name
+
+
+def test_the_exit_code_is_set_in_one_place():
+    """Commands return their outcome; the group ends the process with its code."""
+    for relative_path, tree in modules():
+        if relative_path == os.path.join("cli", "group.py"):
+            continue
+        for node in ast.walk(tree):
+            called = node.func if isinstance(node, ast.Call) else None
+            named = (called.attr if isinstance(called, ast.Attribute) else called.id if isinstance(called, ast.Name)
+                     else None)
+            raised = isinstance(node, ast.Raise) and "SystemExit" in ast.dump(node.exc or ast.Pass())
+            assert not raised and named not in ("exit", "SystemExit"), f"{relative_path} ends the process"
+
+
 def test_the_base_and_the_private_api_module_import_nothing_of_graphgrad():
     for relative_path, tree in modules():
         if top_of(relative_path) in LAYERS[0][1] or relative_path == os.path.join("tf", "internals.py"):

@@ -42,8 +42,11 @@ ALIASES = {
 
 class GraphgradGroup(click.Group):
     """Loads each subcommand's module on demand (so ``graphgrad ops`` never imports
-    what ``check`` needs), and turns graphgrad's own errors into one line and the
-    exit code :mod:`graphgrad.cli.exits` gives them (--debug: traceback)."""
+    what ``check`` needs), and ends every command with its exit code, in one place:
+    a command returns its outcome (False: files that differ, a gradient that is not
+    usable, a file of a batch that failed; anything else: success), and graphgrad's
+    own errors become one line and the code :mod:`graphgrad.cli.exits` gives them
+    (--debug: traceback)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
@@ -70,7 +73,7 @@ class GraphgradGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            outcome = super().invoke(ctx)
         except (KeyboardInterrupt, click.Abort):  # Ctrl-C: quiet, and the shell's code for SIGINT
             ctx.exit(exits.INTERRUPTED)
         except GraphgradError as failure:
@@ -88,6 +91,7 @@ class GraphgradGroup(click.Group):
         except Exception as failure:  # a bug: --json still gets its one document, and the traceback is kept
             json_error(f"internal error: {type(failure).__name__}: {failure}", exits.FAILURE)
             raise
+        ctx.exit(exits.for_outcome(outcome is not False))
 
 
 @click.group(cls=GraphgradGroup, epilog=exits.HELP, context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,8 +6,8 @@ from ..edits.summary import DANGLING, SAVED, UNRESOLVED
 from ..graph.functions import first_names, unrouted_calls_note
 from ..graph.model import KIND_NAMES
 from ..jobs.api import summarize_files
-from . import exits, options
-from .render import echo_json, error, in_graph, table, tensorflow_quiet, to_jsonable
+from . import options
+from .render import echo_json, in_graph, render_failures, table, tensorflow_quiet, to_jsonable
 
 LISTED_OVERRIDES = 20
 LISTED_ENDS = 5
@@ -32,8 +32,7 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
     refuse (duplicate node names, inputs that name no node).
     """
     summaries, failures = summarize_files(models, recursive, kind, functions)
-    for failure in failures:
-        error(failure["error"])
+    render_failures(failures)
     statuses = [_grad_status(summary) if grad_status else None for summary in summaries]
     if as_json:
         files = [to_jsonable(summary) | ({"grad_status": status} if status else {})
@@ -41,8 +40,7 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
         echo_json({"files": files, "errors": failures})
     elif summaries:
         click.echo("\n\n".join(_render(summary, status) for summary, status in zip(summaries, statuses)))
-    if failures:
-        raise SystemExit(exits.for_outcome(False))
+    return not failures
 
 
 def _grad_status(summary) -> dict:

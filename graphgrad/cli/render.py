@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 
-from . import exits
 
 
 TABLE_WIDTH = 100  # the columns a batch's table fits in
@@ -145,10 +144,10 @@ def _render_table(results, summarize_report, notes_of) -> None:
     ))
     if notes_of:
         _render_notes(results, notes_of)
-    _render_errors([result for result in results if result.error])
+    render_failures([result for result in results if result.error])
 
 
-def _render_errors(failed) -> None:
+def render_failures(failed: Sequence) -> None:
     """One line per cause: files that failed with the same message (but for their
     own path) share it, with their count."""
     by_cause: dict = {}
@@ -228,13 +227,12 @@ def progress_bar(count: int, label: str) -> Iterator[Callable | None]:
 
 
 def finish_batch(results: Sequence, as_json: bool, render_report: Callable, summarize_report: Callable | None,
-                 notes_of: Callable | None = None, quiet: bool = False) -> None:
-    """Print a batch's results (JSON or text; ``quiet``: errors only); exit 1 if any file failed."""
+                 notes_of: Callable | None = None, quiet: bool = False) -> bool:
+    """Print a batch's results (JSON or text; ``quiet``: errors only); whether no file failed."""
     if as_json:
         echo_json({"files": results})
     elif quiet:
-        _render_errors([result for result in results if result.error])
+        render_failures([result for result in results if result.error])
     else:
         render_change_results(results, render_report, summarize_report, notes_of)
-    if any(result.error for result in results):
-        raise SystemExit(exits.for_outcome(False))
+    return not any(result.error for result in results)

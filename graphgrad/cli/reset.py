@@ -30,7 +30,7 @@ def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs)
     progress = partial(progress_bar, label="resetting")
     results = reset_files(list(models), ResetOptions(op_types, globs, functions), output, kind, batch, progress)
-    finish_batch(results, as_json, _render_report, _summarize_report, quiet=quiet)
+    return finish_batch(results, as_json, _render_report, _summarize_report, quiet=quiet)
 
 
 def _summarize_report(report) -> str:

@@ -70,7 +70,7 @@ def rewrite_command(models, op_rules, node_rules, rules_files, repair, match, ex
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs, gradient_modules=gradient_modules)
     progress = partial(progress_bar, label="rewriting")
     results = rewrite_files(list(models), rewrite_options, output, kind, batch, progress)
-    finish_batch(results, as_json, _render_report, _summarize_report, notes_of=lambda report: report.notes,
+    return finish_batch(results, as_json, _render_report, _summarize_report, notes_of=lambda report: report.notes,
                  quiet=quiet)
 
 

@@ -14,7 +14,7 @@ from ..errors import SelectionError
 from ..graph.functions import first_names, unrouted_calls_note
 from ..names import CUSTOM_GRADIENT, SIGN
 from ..readings.protocol import BulkOverrides, Reading
-from .select import DANGLING, choose_by_op_type, op_types_needed, select_nodes
+from .select import REPAIR_DANGLING, choose_by_op_type, op_types_needed, select_nodes
 from .tensor_params import check_tensor_params, refuse_in_functions
 from .traps import graphgrad_spec, looks_at_x, no_gradient_notes, sign_notes
 
@@ -228,7 +228,7 @@ def apply_rules(nodes: Iterable, options: RewriteOptions, all_nodes: Callable[[]
     if any(CUSTOM_GRADIENT.match(node.override or "") for node, _ in matches):
         kept_saved = saved()
         repairs_left = [node.name for node, rule in matches
-                        if rule.selector == DANGLING and (node.graph, node.override) in kept_saved]
+                        if rule.selector == REPAIR_DANGLING and (node.graph, node.override) in kept_saved]
         if repairs_left:
             notes.append(
                 f"--repair-dangling left {len(repairs_left)} node(s) alone ({first_names(repairs_left)}): "
@@ -236,14 +236,14 @@ def apply_rules(nodes: Iterable, options: RewriteOptions, all_nodes: Callable[[]
                 "graphgrad.import_graph_def use it"
             )
             matches = [(node, rule) for node, rule in matches
-                       if not (rule.selector == DANGLING and (node.graph, node.override) in kept_saved)]
+                       if not (rule.selector == REPAIR_DANGLING and (node.graph, node.override) in kept_saved)]
     refuse_misfits((node.op_type, rule.spec, node.name) for node, rule in matches)
     changing, unchanged, refused = [], [], []
     for node, rule in matches:  # once per selected node: kept lean
         new, old = rule.spec.attr_value, node.override
         if old == new:
             unchanged.append((node, old, new))
-        elif old is None or options.force or rule.selector == DANGLING:
+        elif old is None or options.force or rule.selector == REPAIR_DANGLING:
             changing.append((node, old, new))
         else:
             refused.append((node, old, new))

@@ -18,7 +18,7 @@ from ..names import CUSTOM_GRADIENT
 
 OP = "op"
 NODE = "node"
-DANGLING = "repair-dangling"
+REPAIR_DANGLING = "repair-dangling"
 
 # Python API names -> the op types they create: the usual reason an --op key
 # matches nothing.
@@ -70,8 +70,8 @@ class Rule:
     origin: str = ""
 
     def __str__(self) -> str:
-        if self.selector == DANGLING:
-            text = f"--{DANGLING} {self.spec.canonical}"
+        if self.selector == REPAIR_DANGLING:
+            text = f"--{REPAIR_DANGLING} {self.spec.canonical}"
         else:
             text = f"--{self.selector} {self.pattern}={self.spec.canonical}"
         return f"{self.origin} ({text.removeprefix('--')})" if self.origin else text
@@ -79,7 +79,7 @@ class Rule:
     def selects(self, node: Any) -> bool:
         if self.selector == OP:
             hit = node.op_type == self.pattern
-        elif self.selector == DANGLING:
+        elif self.selector == REPAIR_DANGLING:
             hit = bool(CUSTOM_GRADIENT.match(node.override or ""))
         else:
             hit = fnmatchcase(node.name, self.pattern)
@@ -88,7 +88,7 @@ class Rule:
 
 def repair_rule(spec: str) -> Rule:
     """Give every node whose override is a dangling ``CustomGradient-<n>`` the gradient ``spec``."""
-    return Rule(DANGLING, "CustomGradient-<n>", parse_spec(spec))
+    return Rule(REPAIR_DANGLING, "CustomGradient-<n>", parse_spec(spec))
 
 
 def parse_rule(selector: str, text: str) -> Rule:
@@ -204,7 +204,8 @@ def select_nodes(nodes: Iterable, rules: Sequence[Rule], match: Sequence[str] = 
         else:
             others.append((order, rule))
     _raise_conflicts(_select_each(nodes, by_type, others, match, exclude, counts, counts_in_scope, selection))
-    if any(count == 0 and rule.selector != DANGLING for rule, count in zip(rules, counts)) and all_nodes is not None:
+    missed = any(count == 0 and rule.selector != REPAIR_DANGLING for rule, count in zip(rules, counts))
+    if missed and all_nodes is not None:
         nodes = list(all_nodes())
     selection.notes += _unused(rules, counts, counts_in_scope, allow_missing, nodes)
     return selection
@@ -249,7 +250,7 @@ def _unused(rules, counts, counts_in_scope, allow_missing, nodes) -> list:
     """Notes on rules that selected nothing (hints drawn from ``nodes``); an error
     unless ``allow_missing``."""
     unused = [rule for rule, count in zip(rules, counts) if count == 0]
-    repairs = [rule for rule in unused if rule.selector == DANGLING]
+    repairs = [rule for rule in unused if rule.selector == REPAIR_DANGLING]
     notes = ["no node carries a dangling CustomGradient-<n> override" for _ in repairs]
     misses = [_miss_message(rule, nodes) for rule in unused if rule not in repairs]
     misses += [
@@ -276,7 +277,7 @@ class _Candidates:
         for order, rule in others:
             if rule.selector == OP:
                 self.by_type.setdefault(rule.pattern, []).append((order, rule))
-            elif rule.selector == DANGLING:
+            elif rule.selector == REPAIR_DANGLING:
                 self.always.append((order, rule))
             else:
                 start = re.split(r"[*?\[]", rule.pattern, maxsplit=1)[0]

@@ -161,8 +161,8 @@ def saved_gradient(function_name: str, outputs: tuple | None) -> Callable:
                 f"node {op.name!r}: its saved gradient function {function_name} returns {len(results)} "
                 f"gradient(s), which do not fit its {len(op.inputs)} input(s)"
             )
-        results = iter(results)
-        return [next(results) if has else None for has in given]
+        returned = iter(results)
+        return [next(returned) if has else None for has in given]
 
     gradient.__name__ = f"graphgrad_saved_{function_name}"
     return gradient

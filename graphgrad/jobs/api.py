@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..edits.apply import rewrite_reading
 from ..edits.rewrite import RewriteOptions, RewriteReport
@@ -27,6 +27,11 @@ from ..graph.model import BINARY
 from ..readings import Needs, open_reading
 from ..readings.protocol import Reading
 from .batch import BatchOptions, Item, plan, run, sweep, with_output
+
+if TYPE_CHECKING:  # imported by the jobs that use them: `graphgrad rewrite` does not pay for diff or surgery
+    from ..edits.diff import ModelDifference
+    from ..edits.summary import ModelSummary
+    from ..edits.surgery import BypassOptions, InsertOptions, ResetOptions
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,8 @@ class Report(Protocol):
 
 @dataclass
 class FileResult:
-    """The outcome of one file: where it went, what changed, or the error.
+    """The outcome of one file: where it went and what changed (its ``report``), or
+    its ``error`` (and no report): every command reports a failed file so.
 
     ``status``: error, unchanged (nothing to change), changed (written), would
     change (a dry run), or up to date (the output already held the result).
@@ -76,12 +82,12 @@ class FileResult:
     input: str
     output: str | None = None
     written: bool = False
-    report: Report = field(default_factory=RewriteReport)
+    report: Report | None = None
     error: str | None = None
 
     @property
     def status(self) -> str:
-        if self.error:
+        if self.error or self.report is None:
             return "error"
         if not self.report.changed:
             return "unchanged"
@@ -169,7 +175,7 @@ def _rewrite_item(options, output, kind, item: Item) -> FileResult:
     return result
 
 
-def insert_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
+def insert_file(path: str, options: "InsertOptions", output: OutputOptions, kind: str | None = None) -> FileResult:
     """Put a gradient on one tensor of a model file (``options``: surgery.InsertOptions)."""
     from ..edits.surgery import insert_in
 
@@ -186,7 +192,7 @@ class BypassReport:
         return any(b.status == "bypassed" for b in self.bypasses)
 
 
-def bypass_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
+def bypass_file(path: str, options: "BypassOptions", output: OutputOptions, kind: str | None = None) -> FileResult:
     """BPDA across a region of one model file (``options``: surgery.BypassOptions);
     a frozen model's constants are never read."""
     from ..edits.surgery import bypass_in
@@ -195,7 +201,7 @@ def bypass_file(path: str, options: Any, output: OutputOptions, kind: str | None
                         lambda reading: BypassReport(bypass_in(reading.scopes(), options)))
 
 
-def reset_files(paths: Sequence[str], options: Any, output: OutputOptions, kind: str | None = None,
+def reset_files(paths: Sequence[str], options: "ResetOptions", output: OutputOptions, kind: str | None = None,
                 batch: BatchOptions = BatchOptions(), progress: Callable | None = None) -> list[FileResult]:
     """Remove overrides and graphgrad's nodes from every model ``paths`` name
     (``options``: surgery.ResetOptions)."""
@@ -206,7 +212,7 @@ def _reset_item(options, output, kind, item: Item) -> FileResult:
     return _guarded(item, lambda: reset_file(item.path, options, with_output(output, item), kind))
 
 
-def reset_file(path: str, options: Any, output: OutputOptions, kind: str | None = None) -> FileResult:
+def reset_file(path: str, options: "ResetOptions", output: OutputOptions, kind: str | None = None) -> FileResult:
     """Remove overrides and graphgrad's nodes from one model file (``options``:
     surgery.ResetOptions). A binary GraphDef is reset as stored: a frozen model's
     constants are never read."""
@@ -216,7 +222,7 @@ def reset_file(path: str, options: Any, output: OutputOptions, kind: str | None 
                         lambda reading: reset_in(reading.scopes(options.functions), options))
 
 
-def diff_files(a: str, b: str, kind: str | None = None) -> Any:
+def diff_files(a: str, b: str, kind: str | None = None) -> "ModelDifference":
     """What differs between two model files (a diff.ModelDifference). Two binary
     GraphDefs are compared as stored (:func:`graphgrad.edits.diff.diff_readings`)."""
     from ..edits.diff import diff_readings
@@ -265,7 +271,7 @@ def _guarded(item: Item, process) -> FileResult:
                           error=f"{item.path}: {type(error).__name__}: {error}")
 
 
-def summarize_file(path: str, kind: str | None = None, functions: bool = True) -> Any:
+def summarize_file(path: str, kind: str | None = None, functions: bool = True) -> "ModelSummary":
     """Read ``path`` and summarise its op types and overrides (a summary.ModelSummary).
 
     A binary GraphDef is read as stored: its top-level NodeDefs are not built.
@@ -277,15 +283,16 @@ def summarize_file(path: str, kind: str | None = None, functions: bool = True) -
 
 
 def summarize_files(paths: Sequence[str], recursive: bool = False, kind: str | None = None,
-                    functions: bool = True) -> tuple[list, list]:
-    """Summaries of every model ``paths`` name, and ``{"input", "error"}`` for failures."""
+                    functions: bool = True) -> tuple[list["ModelSummary"], list[FileResult]]:
+    """Summaries of every model ``paths`` name, and a :class:`FileResult` with its
+    error for each that failed (as a batch reports a failed file)."""
     items, problems = plan(paths, BatchOptions(recursive=recursive))
-    summaries, failures = [], [{"input": argument, "error": message} for argument, message in problems]
+    summaries, failures = [], [FileResult(input=argument, error=message) for argument, message in problems]
     for item in items:
         try:
             summaries.append(summarize_file(item.path, kind, functions))
         except GraphgradError as error:
-            failures.append({"input": item.path, "error": _with_path(item.path, error)})
+            failures.append(FileResult(input=item.path, error=_with_path(item.path, error)))
     return summaries, failures
 
 

@@ -119,14 +119,14 @@ class Scope:
             self._refuse_duplicate_names([node.name for node in self.nodes])
         self._name_scopes = name_scopes(self._by_name)
         # producer name -> {(consumer name, or None for the function's ret, input position)}
-        self._uses: Any = _UseSets()  # (StoredScope: a mapping that makes each set on demand)
+        self._uses = _UseSets()  # (StoredScope: a mapping that makes each set on demand)
         for node in self.nodes:
             self._record_uses(node)
         if self.function is not None:
             for key, value in self.function.ret.items():
                 self._uses[value.split(":")[0]].add((None, key))
         self._stand_ins = {self.canonical(node.attr[SOURCE].s.decode()): node for node in self.marked(SOURCE)}
-        self._groups: dict = {}  # group name -> _Instance, until the commit
+        self._groups = {}  # group name -> _Instance, until the commit
 
     def _refuse_duplicate_names(self, names: list) -> None:
         from collections import Counter  # only on this error path
