@@ -1,3 +1,6 @@
+"""Model files read and written (graphgrad.files.reading, graphgrad.files.writing):
+kinds by content, atomic writes, SavedModel directories, what killed writers left."""
+
 import os
 
 import pytest
