@@ -112,12 +112,38 @@ def nested_calls(depth: int):
     return graph.as_graph_def()
 
 
+def call_chain(depth: int):
+    """A GraphDef, written field by field, whose functions each hold a Sign and call the next."""
+    graph = tf.compat.v1.GraphDef()
+    graph.node.add(name="x", op="Placeholder").attr["dtype"].type = 1
+    for index in range(depth):
+        function = graph.library.function.add()
+        function.signature.name = f"f{index}"
+        function.signature.input_arg.add(name="t", type=1)
+        function.signature.output_arg.add(name="out", type=1)
+        sign = function.node_def.add(name="sign", op="Sign", input=["t"])
+        sign.attr["T"].type = 1
+        if index:
+            call = function.node_def.add(name="call", op="PartitionedCall", input=["sign:y:0"])
+            call.attr["f"].func.name = f"f{index - 1}"
+            call.attr["Tin"].list.type.append(1)
+            call.attr["Tout"].list.type.append(1)
+        function.ret["out"] = "call:output:0" if index else "sign:y:0"
+    call = graph.node.add(name="y", op="PartitionedCall", input=["x"])
+    call.attr["f"].func.name = f"f{depth - 1}"
+    call.attr["Tin"].list.type.append(1)
+    call.attr["Tout"].list.type.append(1)
+    return graph
+
+
 if __name__ == "__main__":
     if sys.argv[2:] == ["nested"]:
         for depth in (6, 12):
             write(os.path.join(sys.argv[1], f"nested{depth}.pb"), nested_calls(depth))
     elif sys.argv[2:] == ["attribution"]:
         write(os.path.join(sys.argv[1], "attribution.pb"), attribution_net())
+    elif sys.argv[2:] == ["calls10k"]:
+        write(os.path.join(sys.argv[1], "calls10k.pb"), call_chain(10_000))
     elif sys.argv[2:] == ["chain20k"]:
         write(os.path.join(sys.argv[1], "chain20k.pb"), chain(negate=True))
     else:

@@ -100,7 +100,8 @@ class StoredScope(Scope):
         return [(node, node) for node in nodes if node.override is not None]  # a HeadNode is its own reference
 
     def remove(self, names: set) -> None:
-        """Remove the stored nodes named ``names``, from the encodings and the columns."""
+        """Remove the stored nodes named ``names`` (nodes added since the last commit
+        are committed first, and stay), from the encodings and the columns."""
         self.commit()
         doomed = [index for index, name in enumerate(self._names) if name in names]
         self.stored.remove_nodes(runs_of(doomed))
@@ -108,8 +109,8 @@ class StoredScope(Scope):
         for start, stop in reversed(runs_of(doomed)):
             del self._names[start:stop], self._ops[start:stop], inputs[starts[start]:starts[stop]]
         counts = [starts[index + 1] - starts[index] for index in range(len(starts) - 1)]
-        kept = set(doomed)
-        self._starts = [0, *accumulate(count for index, count in enumerate(counts) if index not in kept)]
+        removed = set(doomed)
+        self._starts = [0, *accumulate(count for index, count in enumerate(counts) if index not in removed)]
         self._made = {}
         for part in INDEX_PARTS:  # made again from the columns when next read
             self.__dict__.pop(part, None)
