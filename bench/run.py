@@ -230,6 +230,25 @@ def nested(repeat, work):
         print(row(label, seconds, rss, base))
 
 
+def unfreeze(repeat, work):
+    """unfreeze of the 95 MB frozen model against what a user would write with
+    TensorFlow alone (bench/unfreeze_route.py: variables made from the constants,
+    the graph imported onto them, a checkpoint saved)."""
+    source = os.path.join(CACHE, "dense.pb")
+    out = os.path.join(work, "trainable")
+    route = "TensorFlow route"
+    results = measure({
+        "graphgrad unfreeze": GRAPHGRAD + ["unfreeze", source, "-o", out, "--force"],
+        route: [PYTHON, os.path.join(HERE, "unfreeze_route.py"), source, out],
+    }, repeat, before=lambda _: shutil.rmtree(out, ignore_errors=True))
+    base_seconds, base_rss = results[route]
+    print("\ndense.pb: 95.4 MB, 40 layers' weights made variables   (ratios against the TensorFlow route)")
+    for label, (seconds, rss) in results.items():
+        print(row(label, seconds, rss, base_seconds))
+    seconds, rss = results["graphgrad unfreeze"]
+    print(f"  unfreeze vs TensorFlow route: {seconds / base_seconds:.2f}x the time, {rss / base_rss:.2f}x the peak RSS")
+
+
 def instructions_of(command, prepare) -> int:
     """The instructions one run of ``command`` executes, counted by callgrind: the same
     from run to run whatever the machine's load (string hashing fixed, code compiled
@@ -328,13 +347,14 @@ def attribution(repeat, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "batch", "attribution"],
+    parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "unfreeze", "batch",
+                                           "attribution"],
                         action="append",
                         help="run only these cases (repeatable); default: all")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
-    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "batch", "attribution"]
+    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "unfreeze", "batch", "attribution"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -357,6 +377,8 @@ def main():
                 "graphgrad insert": ["insert", "--at", "dense20/BiasAdd:0", "--grad", "scale(0.5)"],
                 "graphgrad insert --embed": ["insert", "--at", "dense20/BiasAdd:0", "--grad", "reverse", "--embed"],
             })
+        if "unfreeze" in cases:
+            unfreeze(args.repeat, work)
         if "batch" in cases:
             batch("small", "200 small frozen graphs (0.9 MB each, mostly copied)", args.repeat, work)
             batch("many_nodes", "200 graphs of 8000 small nodes (CPU-bound)", args.repeat, work)

@@ -12,12 +12,14 @@ from tf_helpers import tf, v1
 
 from graphgrad import iter_nodes, read_model
 
-ROUND_TRIPS = ["dense_net.pb", "binary_net.pb", "image_net.pb", "quantized_classifier.pb", "grl_net.pb"]
+ROUND_TRIPS = ["dense_net.pb", "binary_net.pb", "binary_net.pbtxt", "image_net.pb", "quantized_classifier.pb",
+               "grl_net.pb"]
 REAL = ["dl4j-tf-examples/src/main/resources/tf_graphs/examples/lstm_mnist/frozen_model.pb",
-        "tf-mtcnn/mtcnn.pb"]
+        "tf-mtcnn/mtcnn.pb", "tf2onnx-tests/tests/models/ae0/frozen.pb"]
 
 
 def unfreeze(tmp_path, source, *args):
+    os.makedirs(tmp_path, exist_ok=True)
     out = tmp_path / "trainable"
     run_cli("unfreeze", source, "-o", out, *args)
     return out
@@ -53,6 +55,41 @@ def test_real_frozen_graphs_round_trip_and_compute_what_they_computed(tmp_path, 
     folder = unfreeze(tmp_path, source)
     run_cli("freeze", folder, "-o", tmp_path / "again.pb")
     assert run_cli("diff", source, tmp_path / "again.pb").stdout.strip().endswith("no differences")
+
+
+@pytest.mark.slow
+def test_a_real_image_model_restored_in_a_process_of_its_own_computes_what_it_computed_bit_for_bit(tmp_path):
+    """MTCNN's frozen face detector (19 convolutions, TF1 loops over the image's
+    scales), unfrozen, restored in a fresh process: every box, landmark and
+    probability equals the frozen graph's, bit for bit (thresholds at zero, so that
+    random pixels give boxes: 167 here)."""
+    import subprocess
+    import sys
+
+    import graphgrad
+
+    source = os.path.join(REALGRAPHS, "tf-mtcnn/mtcnn.pb")
+    if not os.path.exists(source):
+        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+    feeds = {"input:0": np.random.default_rng(0).uniform(0, 255, (96, 96, 3)).astype(np.float32),
+             "min_size:0": np.float32(20.0), "thresholds:0": np.zeros(3, np.float32), "factor:0": np.float32(0.709)}
+    fetches = ["prob:0", "box:0", "landmarks:0"]
+    graph = tf.Graph()
+    with graph.as_default(), pytest.warns(UserWarning, match="TF1 while loops"):
+        graphgrad.import_graph_def(source, name="")
+    with v1.Session(graph=graph) as session:
+        frozen = session.run(fetches, feeds)
+    folder = unfreeze(tmp_path, source)
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    script = os.path.join(os.path.dirname(__file__), "forward_checkpoint.py")
+    result = subprocess.run([sys.executable, script, str(folder), str(tmp_path / "feeds.npz"),
+                             str(tmp_path / "out.npz"), *fetches], capture_output=True, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    restored_outputs = np.load(tmp_path / "out.npz")
+    assert len(frozen[0]) == 167
+    for index, value in enumerate(frozen):
+        np.testing.assert_array_equal(restored_outputs[f"arr_{index}"], value)
 
 
 def test_the_checkpoint_restores_the_values_and_computes_the_frozen_outputs_bit_for_bit(tmp_path):
@@ -101,6 +138,92 @@ def test_straight_through_training_moves_the_binarized_weights_and_without_it_no
     np.testing.assert_array_equal(before, after)
     overrides = {ref.override for ref in iter_nodes(read_model(str(ste_folder / "model.meta"))) if ref.override}
     assert overrides == {"graphgrad/ste(clip=4.0)"}
+
+
+def one_descent_step(folder, learning_rate=0.1):
+    """How one step of gradient descent on the logits' squared sum moves the feature
+    weights (w1) and the head's (w2) of an unfrozen grl_net, and the gradient of the
+    loss with respect to each (as tf.gradients routes it: through any override)."""
+    graph, session = restored(folder)
+    with graph.as_default(), session:
+        weights = [graph.get_tensor_by_name(f"{name}/graphgrad_variable:0") for name in ("w1", "w2")]
+        loss = tf.reduce_sum(graph.get_tensor_by_name("logits:0") ** 2)
+        gradients = tf.gradients(loss, weights)
+        step = v1.train.GradientDescentOptimizer(learning_rate).minimize(loss)
+        rows = {"x:0": np.random.default_rng(0).uniform(-1, 1, (16, 3)).astype(np.float32)}
+        before, routed = session.run(weights), session.run(gradients, rows)
+        session.run(step, rows)
+        after = session.run(weights)
+    return [b - a for a, b in zip(before, after)], routed
+
+
+def test_gradient_reversal_moves_the_features_up_the_heads_loss_and_the_head_down(tmp_path):
+    """insert --grad reverse(1.0) between a frozen feature extractor and its head, then
+    unfreeze: one descent step moves the head's weights down the loss's gradient, as
+    without the reversal, and the features' weights up it, by the same amount."""
+    plain_moves, plain_gradients = one_descent_step(unfreeze(tmp_path / "plain", fixture("grl_net.pb")))
+    reversed_net = tmp_path / "grl.pb"
+    run_cli("insert", fixture("grl_net.pb"), "--at", "feat:0", "--grad", "reverse(1.0)", "-o", reversed_net)
+    moves, gradients = one_descent_step(unfreeze(tmp_path / "reversed", reversed_net))
+    np.testing.assert_allclose(gradients[0], -plain_gradients[0], rtol=1e-5)  # the features': reversed
+    np.testing.assert_allclose(gradients[1], plain_gradients[1], rtol=1e-5)  # the head's: as it was
+    np.testing.assert_allclose(moves[0], 0.1 * plain_gradients[0], rtol=1e-4, atol=1e-7)  # up the loss
+    np.testing.assert_allclose(moves[1], -0.1 * plain_gradients[1], rtol=1e-4, atol=1e-7)  # down it
+    assert np.abs(plain_gradients[0]).max() > 0.1  # and the features' gradient is no zero
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """scikit-learn's 8x8 digits (1,797 images, from the data file its wheel ships),
+    split 1,437 / 360, pixels / 16, as an .npz for tests/train_digits.py."""
+    import gzip
+    import io
+    import subprocess
+    import sys
+    import zipfile
+
+    folder = tmp_path_factory.mktemp("sklearn")
+    download = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                               "--quiet", "-d", str(folder), "scikit-learn==1.9.1"], capture_output=True, text=True)
+    wheels = list(folder.glob("*.whl"))
+    if download.returncode or not wheels:
+        pytest.skip(f"pip download scikit-learn failed (no package registry here?): {download.stderr.strip()[-200:]}")
+    with zipfile.ZipFile(wheels[0]) as archive:
+        table = np.loadtxt(io.BytesIO(gzip.decompress(archive.read("sklearn/datasets/data/digits.csv.gz"))),
+                           delimiter=",")
+    order = np.random.default_rng(0).permutation(len(table))
+    path = folder / "digits.npz"
+    np.savez(path, x=(table[:, :64] / 16).astype(np.float32), y=table[:, 64].astype(np.int64),
+             train=order[:1437], test=order[1437:])
+    return path
+
+
+def trained_digits(folder, digits) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "train_digits.py")
+    result = subprocess.run([sys.executable, script, str(folder), str(digits)], capture_output=True, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_frozen_binarized_mlp_learns_the_digits_with_ste_and_not_without(tmp_path, digits):
+    """Issue 30's acceptance: the frozen net at its random initialisation, rewritten
+    with ste on every Sign (its weights' and its hidden activations'), unfrozen, then
+    300 steps of TF1 Adam in a process of its own: test accuracy from chance to over
+    85% (96% here). Without the rewrite, TensorFlow's zero gradient for Sign leaves
+    every weight that feeds a Sign where it was (and the accuracy at chance)."""
+    run_cli("rewrite", fixture("binarized_digits.pb"), "--op", "Sign=ste", "-o", tmp_path / "ste.pb")
+    ste = trained_digits(unfreeze(tmp_path / "with", tmp_path / "ste.pb"), digits)
+    plain = trained_digits(unfreeze(tmp_path / "without", fixture("binarized_digits.pb")), digits)
+    assert ste["before"] < 0.2 and ste["after"] >= 0.85, ste
+    assert all(ste["moved"].values()), ste
+    assert plain["before"] == ste["before"] and plain["after"] < 0.2, plain
+    assert not any(plain["moved"].values()), plain
 
 
 def test_list_shows_the_variables_and_writes_nothing(tmp_path):
@@ -158,6 +281,18 @@ def test_after_training_and_a_resave_freeze_differs_from_the_input_in_the_weight
     assert sorted(changed) == ["~ dense1/weights (Const)", "~ dense2/weights (Const)"]
     details = [line.strip() for line in report.splitlines()[2:] if not line.startswith("~")]
     assert len(details) == 2 and all(line.startswith("attr value: tensor") for line in details)
+
+
+def test_a_meta_graph_whose_weights_were_folded_into_constants_unfreezes(tmp_path):
+    from graphgrad.files.protos import GraphDef, MetaGraphDef
+
+    meta = MetaGraphDef()
+    meta.graph_def.CopyFrom(GraphDef.FromString(open(fixture("binary_net.pb"), "rb").read()))
+    meta.meta_info_def.tags.append("serve")
+    (tmp_path / "folded.meta").write_bytes(meta.SerializeToString())
+    folder = unfreeze(tmp_path, tmp_path / "folded.meta")
+    run_cli("freeze", folder, "-o", tmp_path / "again.pb")
+    assert run_cli("diff", fixture("binary_net.pb"), tmp_path / "again.pb").stdout.strip().endswith("no differences")
 
 
 def test_a_graph_whose_weights_are_variables_already_says_so(tmp_path):

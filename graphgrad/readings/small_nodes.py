@@ -320,7 +320,7 @@ class HeadGraph:
         """Name, op and inputs of the top-level nodes of op type ``one``, and of those
         of ``others``: picked by op type from the flat parse, in C, from a parse that
         holds no attribute (their bytes would double a graph's footprint)."""
-        ops, encoded = list(parse("GraphOps", self.data).node.op), self.encoded.node
+        ops, encoded = parse("GraphOps", self.data).node.op[:], self.encoded.node
         read = message_class("NodeLinks").FromString  # each picked node alone: no object for the others
 
         def pick(wanted: set) -> list:
@@ -353,7 +353,7 @@ class HeadGraph:
         """The names (protobuf's container: read by index, no string made for the
         others) and op types of the top-level nodes, from one flat parse."""
         flat = parse("GraphOps", self.data).node  # not kept: its arena would raise the peak of a big graph
-        names, ops = flat.name, list(flat.op)
+        names, ops = flat.name, flat.op[:]  # a slice copies in one call
         if not len(names) == len(ops) == len(self.encoded.node):  # a node without its name or op (module docstring)
             heads = self._heads.node
             return [head.name for head in heads], [head.op for head in heads]

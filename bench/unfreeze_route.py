@@ -1,0 +1,36 @@
+"""What a user would write without graphgrad to make a frozen graph's weights
+trainable: read the GraphDef, make a variable of each float constant of at least
+two entries (graphgrad unfreeze's default weights are a subset of these), import
+the graph with the variables in the constants' place, save a TF1 checkpoint.
+
+    python bench/unfreeze_route.py FROZEN.pb OUT_DIR
+"""
+
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+v1 = tf.compat.v1
+
+
+def main(source: str, out_dir: str) -> None:
+    v1.disable_eager_execution()
+    with open(source, "rb") as stream:
+        graph_def = v1.GraphDef.FromString(stream.read())
+    weights = {node.name: tf.make_ndarray(node.attr["value"].tensor) for node in graph_def.node
+               if node.op == "Const" and node.attr["dtype"].type == tf.float32.as_datatype_enum
+               and np.prod(tf.make_ndarray(node.attr["value"].tensor).shape) >= 2}
+    with tf.Graph().as_default():
+        variables = {name: v1.Variable(value, name=f"{name}/variable") for name, value in weights.items()}
+        reads = {f"{name}:0": variable.value() for name, variable in variables.items()}
+        tf.import_graph_def(graph_def, input_map=reads, name="")
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            os.makedirs(out_dir, exist_ok=True)
+            v1.train.Saver(list(variables.values())).save(session, os.path.join(out_dir, "model"))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
