@@ -37,3 +37,5 @@ BYPASS = "_graphgrad_bypass"
 # What larq's binarized nets compute as Sign(x) + c, which a rewrite of Sign warns about.
 SIGN = "Sign"
 ADDS = ("Add", "AddV2")
+# The signature a SavedModel serves by default (tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY).
+SERVING_DEFAULT = "serving_default"

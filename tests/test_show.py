@@ -82,7 +82,7 @@ def test_bad_tensors_are_one_line_and_nothing_is_written(tmp_path, args, message
     assert message in result.stderr and not out.exists()
 
 
-@pytest.mark.parametrize("out, message", [("nowhere/path.dot", "no directory"), ("path.png", "show writes .dot")])
+@pytest.mark.parametrize("out, message", [("nowhere/path.dot", "no directory"), ("path.png", "graphgrad writes .dot")])
 def test_bad_outputs_are_one_line(tmp_path, out, message):
     result = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / out, expect=2)
     assert message in result.stderr
@@ -163,6 +163,50 @@ def test_a_tf2_saved_models_path_goes_through_the_function_bodies_its_calls_run(
     [sign] = [name for name in nodes if name.endswith("/Sign")]
     assert "|" in sign and nodes[sign][0] == "#d62728" and "run by" in nodes[sign][1]
     assert text.count("subgraph cluster_body_") == 2  # the signature wrapper, and the function it calls
+
+
+def test_without_x_and_y_a_saved_models_signature_gives_the_path(tmp_path):
+    """As check picks x and y: serving_default's inputs and outputs, not the whole
+    graph (whose saver and init nodes lie on no gradient path)."""
+    default, named = tmp_path / "default.dot", tmp_path / "named.dot"
+    run_cli("show", fixture("tf2_saved_model"), "-o", default)
+    run_cli("show", fixture("tf2_saved_model"), "--x", "serving_default_x", "--y", "PartitionedCall", "-o", named)
+    assert default.read_text() == named.read_text()
+    assert not any("save" in name.lower() for name in dot_nodes(default.read_text()))
+
+
+@needs_graphviz
+@pytest.mark.slow
+@pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (.ci/run installs Debian's "
+                    "chromium)")
+def test_check_html_draws_the_path_with_what_check_measured(tmp_path):
+    """check --html: the page of show, with check's results above the picture (the
+    gradient per x, the blocker and its fix) and the blocker it found marked, as a
+    browser shows it; written even though check exits 1."""
+    pytest.importorskip("tensorflow", reason="needs TensorFlow")
+    Image = pytest.importorskip("PIL.Image", reason="needs Pillow: pip install -e '.[test]'")
+    page = tmp_path / "check.html"
+    result = run_cli("check", fixture("quantized_classifier.pb"), "--html", page, expect=1)
+    assert f"the gradient path, with what check found: {page}" in result.stdout
+    common = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+              "--window-size=1200,800", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(common + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    results = re.search(r'<div id="results">(.*?)</div></div>', dom, re.S)[1]
+    assert "graphgrad check: d logits" in results and "<div>x: none</div>" in results
+    assert "stops at quantize (Cast)" in results and "fix: carry the gradient across the region" in results
+    assert 'id="node:quantize"' in dom and "check: turns floats into uint8" in dom
+    shot = tmp_path / "shot.png"
+    subprocess.run(common + [f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    colours = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB").getcolors(maxcolors=1 << 20)
+    panel = sum(count for count, colour in colours if colour == (0xff, 0xfb, 0xe6))
+    reds = sum(count for count, (r, g, b) in colours if abs(r - 0xd6) < 8 and abs(g - 0x27) < 8 and abs(b - 0x28) < 8)
+    assert panel > 5000 and reds > 500  # the results' panel, the blockers in their colour
+
+
+def test_check_html_to_a_folder_that_does_not_exist_is_refused_before_anything_runs(tmp_path):
+    result = run_cli("check", fixture("quantized_classifier.pb"), "--html", tmp_path / "no" / "check.html", expect=2)
+    assert "--html" in result.stderr and "create it first" in result.stderr
 
 
 def test_a_path_too_large_to_lay_out_is_refused_for_pictures_and_written_as_dot(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ import click
 
 from ..graph.functions import first_names
 from ..jobs.deadline import run_until
+from ..jobs.show import ShowOptions, findings_of_check, require_output, show_model
 from ..tf.check import check_model
 from . import options
 from .render import echo_json, table, tensorflow_quiet
@@ -40,12 +41,15 @@ def _capped(items: list) -> tuple[list, str]:
 @options.allow_effects_option
 @options.checkpoint_option
 @options.timeout_option
+@click.option("--html", "html_out", metavar="OUT.html", type=click.Path(),
+              help="Also draw the gradient path from x to y with what check found on it: graphgrad show's page, "
+              "its blockers and results from this run (laid out by Graphviz's dot).")
 @click.option("-v", "--verbose", is_flag=True, help="Show TensorFlow's own log lines (hidden by default).")
 @options.format_option
 @options.json_option
 @options.debug_option
 def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_effects, checkpoint, timeout,
-                  verbose, kind, as_json):
+                  html_out, verbose, kind, as_json):
     """Compute dy/dx with TensorFlow and explain it (needs TensorFlow).
 
     For each x: connected or not, None / zero / finite / NaN, the gradient blockers on the path with a ready fix,
@@ -65,13 +69,20 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
             separator = ""
         if not separator or any(d < 0 for d in feed_shapes.get(name.removesuffix(":0"), [])):
             raise click.UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with whole numbers, e.g. x=1,224,224,3")
+    if html_out:  # refused before TensorFlow is imported
+        require_output(html_out, (".html",), "--html")
     with tensorflow_quiet(verbose):
         report = run_until(timeout, check_model, model, xs, y, feeds, batch, seed, kind, tags, target, allow_effects,
                            checkpoint, timeout, feed_shapes, what=f"check of {model}")
+    if html_out:
+        show_model(model, html_out, ShowOptions(x=tuple(g.x for g in report.gradients), y=report.y, tags=tags,
+                                                kind=kind), findings_of_check(report))
     if as_json:
         echo_json(report)
     else:
         _render(report)
+        if html_out:
+            click.echo(f"the gradient path, with what check found: {html_out}")
     return report.ok
 
 

@@ -14,17 +14,17 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..names import BYPASS, EMBED_SPEC, GROUP, SOURCE
+from ..names import BYPASS, EMBED_SPEC, GROUP, SERVING_DEFAULT, SOURCE
 from ..edits.summary import DANGLING, classify_override
 from ..errors import GraphgradError, UsageError
 from ..files.reading import read_model
 from ..files.writing import write_chunks
 from ..graph.functions import called_function, saved_gradients
 from ..graph.tensors import unknown_tensor
-from ..graph.model import SAVEDMODEL, Model, override_of
+from ..graph.model import SAVEDMODEL, Model, meta_graphs_of, override_of, signatures_of
 from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
 
 FORMATS = (".dot", ".svg", ".html")
@@ -54,6 +54,7 @@ class ShowOptions:
     max_nodes: int = 150
     tags: str | None = None
     kind: str | None = None
+    ys: tuple = ()  # without y: several outputs to draw up to (a SavedModel's signature)
 
 
 @dataclass
@@ -66,17 +67,54 @@ class Picture:
     bodies: dict = field(default_factory=dict)  # call node -> (function, names drawn inside its box)
 
 
-def show_model(path: str, out: str, options: ShowOptions) -> Picture:
-    """Draw the gradient path of the model at ``path`` into ``out`` (.dot, .svg or
-    .html); returns what was drawn. Nothing is written on any failure."""
+@dataclass
+class Findings:
+    """What a run of ``check`` found, drawn on the picture: nodes where the gradient
+    stopped (name -> why, with the fix) and the lines of its results (per x)."""
+
+    blockers: dict = field(default_factory=dict)
+    results: list = field(default_factory=list)
+
+
+def findings_of_check(report: Any) -> Findings:
+    """What a ``graphgrad check`` report (:class:`graphgrad.tf.check.CheckReport`)
+    found, to draw: its blockers, with their fixes, and a line per x."""
+    findings = Findings({blocker.node: f"{blocker.reason}; fix: {blocker.fix}" for blocker in report.blockers})
+    verdict = "every x gets a usable gradient" if report.ok else "not every x gets a usable gradient"
+    findings.results.append(f"graphgrad check: d {report.y} / dx: {verdict}")
+    for gradient in report.gradients:
+        norm = f", norm {gradient.norm:.4g}" if gradient.norm is not None else ""
+        why = f": {gradient.why or gradient.error}" if gradient.why or gradient.error else ""
+        findings.results.append(f"{gradient.x}: {gradient.status}{norm}{why}")
+    if report.summed_softmax is not None:
+        findings.results.append(report.summed_softmax.describe().replace("\n", " "))
+    findings.results += [f"stops at {blocker.node} ({blocker.op_type}): {blocker.reason}; fix: {blocker.fix}"
+                         for blocker in report.blockers]
+    return findings
+
+
+def require_output(out: str, formats: Iterable[str] = FORMATS, option: str = "-o") -> str:
+    """The extension of a picture's output path, refused (one line) unless it is one
+    of ``formats`` in a folder that exists: before any work is done."""
     extension = os.path.splitext(out)[1].lower()
-    if extension not in FORMATS:
-        raise UsageError(f"-o {out}: show writes {', '.join(FORMATS)}; name a file ending in one of them")
+    if extension not in formats:
+        raise UsageError(f"{option} {out}: graphgrad writes {', '.join(formats)} there; name a file ending in "
+                         "one of them")
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
-        raise UsageError(f"-o {out}: no directory {folder}; create it first")
+        raise UsageError(f"{option} {out}: no directory {folder}; create it first")
+    return extension
+
+
+def show_model(path: str, out: str, options: ShowOptions, findings: Findings | None = None) -> Picture:
+    """Draw the gradient path of the model at ``path`` into ``out`` (.dot, .svg or
+    .html), with what a run of ``check`` found if given; returns what was drawn.
+    Nothing is written on any failure."""
+    extension = require_output(out)
     model = read_model(path, options.kind)
-    picture = path_picture(_graph_def(model, options.tags), options)
+    picture = path_picture(_graph_def(model, options.tags), _with_signature(model, options))
+    if findings is not None:
+        _mark_findings(picture, findings)
     if extension != ".dot" and len(picture.nodes) > LAYOUT_LIMIT:
         raise UsageError(f"{len(picture.nodes)} boxes on the path, even with its name scopes collapsed: more than a "
                          f"picture shows ({LAYOUT_LIMIT}); narrow it with --x and --y, or write .dot")
@@ -85,8 +123,36 @@ def show_model(path: str, out: str, options: ShowOptions) -> Picture:
         write_chunks(out, [dot.encode()])
     else:
         svg = layout(dot)
-        write_chunks(out, [(svg if extension == ".svg" else to_html(svg, path)).encode()])
+        page = to_html(svg, path, findings.results if findings else ())
+        write_chunks(out, [(svg if extension == ".svg" else page).encode()])
     return picture
+
+
+def _with_signature(model: Model, options: ShowOptions) -> ShowOptions:
+    """Without --x and --y, a SavedModel's path runs from its signature's inputs to
+    its outputs (serving_default's, else every signature's), as ``check`` picks them."""
+    if options.x or options.y:
+        return options
+    metas = meta_graphs_of(model.message, model.kind)
+    if options.tags is not None:
+        wanted = {tag.strip() for tag in options.tags.split(",")}
+        metas = [(label, meta) for label, meta in metas if set(meta.meta_info_def.tags) == wanted]
+    signatures = [signature for _, meta in metas[:1] for signature in signatures_of(meta)]
+    serving = [signature for signature in signatures if signature[0] == SERVING_DEFAULT] or signatures
+    inputs = tuple(dict.fromkeys(tensor for _, ins, _ in serving for _, tensor in ins))
+    outputs = tuple(dict.fromkeys(tensor for _, _, outs in serving for _, tensor in outs))
+    if not outputs:
+        return options
+    return replace(options, x=inputs, ys=outputs)
+
+
+def _mark_findings(picture: Picture, findings: Findings) -> None:
+    """Mark the nodes where check found the gradient stopping (a node in a function
+    body is drawn as ``CALL|FUNCTION/NODE``)."""
+    for name, (op, mark, tooltip) in list(picture.nodes.items()):
+        found = findings.blockers.get(name) or findings.blockers.get(name.rsplit("|", 1)[-1])
+        if found:
+            picture.nodes[name] = (op, "blocker", f"{tooltip}; check: {found}")
 
 
 def _graph_def(model: Model, tags: str | None) -> Any:
@@ -107,14 +173,15 @@ def _name(ref: str) -> str:
 def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
     """The nodes between x and y (through data inputs) with their marks."""
     nodes = {node.name: node for node in graph_def.node}
-    for wanted in [options.y] * bool(options.y) + list(options.x):
+    ys = [options.y] if options.y else list(options.ys)
+    for wanted in ys + list(options.x):
         wrong = unknown_tensor(nodes, wanted)  # the same check, and close names, as check's and attribute's
         if wrong:
             raise UsageError(wrong)
     inputs = {name: [_name(ref) for ref in node.input if not ref.startswith("^")] for name, node in nodes.items()}
     on_path = set(nodes)
-    if options.y:
-        on_path &= _reach([_name(options.y)], inputs)
+    if ys:
+        on_path &= _reach([_name(y) for y in ys], inputs)
     if options.x:
         consumers: dict = {}
         for name, sources in inputs.items():
@@ -123,8 +190,8 @@ def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
         on_path &= _reach([_name(x) for x in options.x], consumers)
         missing = [x for x in options.x if _name(x) not in on_path]
         if missing:
-            raise UsageError(f"{missing[0]} is not an ancestor of {options.y}: no path to draw (graphgrad check "
-                             "says the same of its gradient)")
+            raise UsageError(f"{missing[0]} is not an ancestor of {' or '.join(ys)}: no path to draw (graphgrad "
+                             "check says the same of its gradient)")
     saved = saved_gradients(graph_def)
     library = {function.signature.name: function for function in graph_def.library.function}
     picture = Picture()
@@ -312,12 +379,14 @@ body {{ margin: 0; font-family: Helvetica, Arial, sans-serif; }}
 #bar {{ position: fixed; top: 0; left: 0; right: 0; padding: 6px; background: #f4f4f4; border-bottom: 1px solid #ccc;
         white-space: nowrap; overflow: hidden; }}
 #view {{ position: absolute; top: 40px; left: 0; right: 0; bottom: 0; overflow: hidden; cursor: grab; }}
+#results {{ position: fixed; bottom: 0; right: 0; max-width: 45%; padding: 6px 10px; background: #fffbe6;
+            border: 1px solid #ccc; font-size: 13px; z-index: 1; }}
 #view svg {{ transform-origin: 0 0; }}
 g.node.found polygon, g.node.found path {{ stroke: #ff7f0e; stroke-width: 4px; }}
 </style></head><body>
 <div id="bar">gradient path of <b>{title}</b> &nbsp; <input id="search" placeholder="search a node name" size="40">
 <span id="count"></span> &nbsp; drag to pan, wheel to zoom</div>
-<div id="view">{svg}</div>
+{results}<div id="view">{svg}</div>
 <script>
 const view = document.getElementById("view"), svg = view.querySelector("svg");
 let scale = 1, x = 0, y = 0, drag = null;
@@ -338,7 +407,10 @@ document.getElementById("search").addEventListener("input", e => {{
 """
 
 
-def to_html(svg: str, title: str) -> str:
-    """One page that opens offline: the SVG inline, pan, zoom and a search by name, no fetch."""
+def to_html(svg: str, title: str, results: Iterable[str] = ()) -> str:
+    """One page that opens offline: the SVG inline, pan, zoom and a search by name, no
+    fetch; ``results``, lines of what check measured, above the picture."""
     start = svg.find("<svg")
-    return _PAGE.format(title=html.escape(title), svg=svg[start:] if start >= 0 else svg)
+    lines = "".join(f"<div>{html.escape(line)}</div>" for line in results)
+    panel = f'<div id="results">{lines}</div>' if lines else ""
+    return _PAGE.format(title=html.escape(title), svg=svg[start:] if start >= 0 else svg, results=panel)

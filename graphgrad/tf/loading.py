@@ -24,7 +24,7 @@ from ..graph.functions import call_cycle, first_names, function_bodies, function
 from ..graph.hints import close_names
 from ..graph.tensors import placeholder_shape, shape_mismatch, unknown_tensor
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, signatures_of
-from ..names import CALL_OPS
+from ..names import CALL_OPS, SERVING_DEFAULT
 from .effects import effects_in
 from .variables import graph_variables, initializers_of, restore_variables
 from .internals import (
@@ -183,7 +183,6 @@ def _stood_in(run: Run, tensor, stand_ins: dict):
 DEFAULTED = "PlaceholderWithDefault"
 
 
-SERVING_DEFAULT = "serving_default"  # tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 
 
 LISTED_OUTPUTS = 5  # a learner graph has hundreds of unread float tensors
