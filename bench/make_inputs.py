@@ -136,12 +136,42 @@ def call_chain(depth: int):
     return graph
 
 
+def inception_like(blocks: int = 250):
+    """About 25,000 nodes in name scopes, as an Inception's graph holds them: each
+    block four branches of convolutions (Conv2D, BiasAdd, Relu, their weights) joined
+    by a ConcatV2, written field by field (no layout of a real net is needed: show
+    and ops read names, op types and inputs)."""
+    graph = tf.compat.v1.GraphDef()
+    graph.node.add(name="x", op="Placeholder").attr["dtype"].type = 1
+    h = "x"
+    for block in range(blocks):
+        ends = []
+        for branch in range(4):
+            t = h
+            for layer in range(5):
+                scope = f"mixed_{block}/branch_{branch}/conv_{layer}"
+                for const in ("weights", "bias"):
+                    node = graph.node.add(name=f"{scope}/{const}", op="Const")
+                    node.attr["dtype"].type = 1
+                graph.node.add(name=f"{scope}/Conv2D", op="Conv2D", input=[t, f"{scope}/weights"])
+                graph.node.add(name=f"{scope}/BiasAdd", op="BiasAdd", input=[f"{scope}/Conv2D", f"{scope}/bias"])
+                t = graph.node.add(name=f"{scope}/Relu", op="Relu", input=[f"{scope}/BiasAdd"]).name
+            ends.append(t)
+        axis = graph.node.add(name=f"mixed_{block}/axis", op="Const")
+        axis.attr["dtype"].type = 3
+        h = graph.node.add(name=f"mixed_{block}/concat", op="ConcatV2", input=ends + [f"mixed_{block}/axis"]).name
+    graph.node.add(name="logits", op="Identity", input=[h])
+    return graph
+
+
 if __name__ == "__main__":
     if sys.argv[2:] == ["nested"]:
         for depth in (6, 12):
             write(os.path.join(sys.argv[1], f"nested{depth}.pb"), nested_calls(depth))
     elif sys.argv[2:] == ["attribution"]:
         write(os.path.join(sys.argv[1], "attribution.pb"), attribution_net())
+    elif sys.argv[2:] == ["inception_like"]:
+        write(os.path.join(sys.argv[1], "inception_like.pb"), inception_like())
     elif sys.argv[2:] == ["calls10k"]:
         write(os.path.join(sys.argv[1], "calls10k.pb"), call_chain(10_000))
     elif sys.argv[2:] == ["chain20k"]:

@@ -230,6 +230,31 @@ def nested(repeat, work):
         print(row(label, seconds, rss, base))
 
 
+def show(repeat, work):
+    """show of the path x -> logits through about 25,000 nodes in name scopes (an
+    Inception's size), against ops of the same file and Graphviz's own layout of the
+    picture (issue 31: at most 3x ops, plus the layout)."""
+    source = os.path.join(CACHE, "inception_like.pb")
+    if not os.path.exists(source):
+        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "inception_like"], check=True, env=ENV)
+    page, dot = os.path.join(work, "path.html"), os.path.join(work, "path.dot")
+    subprocess.run(GRAPHGRAD + ["show", source, "--x", "x", "--y", "logits", "-o", dot], check=True, env=ENV,
+                   stdout=subprocess.DEVNULL)
+    layout = "Graphviz's layout of its picture"
+    results = measure({
+        "graphgrad ops": GRAPHGRAD + ["ops", source],
+        "graphgrad show --x --y, .html": GRAPHGRAD + ["show", source, "--x", "x", "--y", "logits", "-o", page],
+        layout: ["dot", "-Tsvg", dot, "-o", os.path.join(work, "path.svg")],
+    }, repeat)
+    base = results["graphgrad ops"][0]
+    print("\ninception_like.pb: 25,502 nodes in name scopes   (ratios against ops)")
+    for label, (seconds, rss) in results.items():
+        print(row(label, seconds, rss, base))
+    limit = 3 * base + results[layout][0]
+    print(f"  show vs 3x ops + layout: {results['graphgrad show --x --y, .html'][0] / limit:.2f}x the limit; "
+          f"page {os.path.getsize(page) / 2**20:.2f} MB")
+
+
 def unfreeze(repeat, work):
     """unfreeze of the 95 MB frozen model against what a user would write with
     TensorFlow alone (bench/unfreeze_route.py: variables made from the constants,
@@ -347,14 +372,14 @@ def attribution(repeat, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "unfreeze", "batch",
-                                           "attribution"],
+    parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "show", "unfreeze",
+                                           "batch", "attribution"],
                         action="append",
                         help="run only these cases (repeatable); default: all")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
-    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "unfreeze", "batch", "attribution"]
+    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "show", "unfreeze", "batch", "attribution"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -377,6 +402,8 @@ def main():
                 "graphgrad insert": ["insert", "--at", "dense20/BiasAdd:0", "--grad", "scale(0.5)"],
                 "graphgrad insert --embed": ["insert", "--at", "dense20/BiasAdd:0", "--grad", "reverse", "--embed"],
             })
+        if "show" in cases:
+            show(args.repeat, work)
         if "unfreeze" in cases:
             unfreeze(args.repeat, work)
         if "batch" in cases:
