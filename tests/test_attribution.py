@@ -689,3 +689,68 @@ def test_grad_cam_plus_plus_is_its_formula(tmp_path):
     with tf.Graph().as_default(), v1.Session() as session:
         expected = session.run(tf.image.resize(cam, [8, 8], method="bilinear"))
     np.testing.assert_allclose(np.load(out), expected, rtol=1e-4, atol=1e-6)
+
+
+def lrp_shares(x, weights, relevance, alpha, beta):
+    """LRP alpha-beta across z = x W, written out in NumPy: R_i = sum_j (alpha
+    (x_i w_ij)+ / z+_j - beta (x_i w_ij)- / z-_j) R_j."""
+    contributions = x[:, :, None] * weights[None]  # (rows, i, j)
+    positive, negative = np.maximum(contributions, 0), np.minimum(contributions, 0)
+    z_plus, z_minus = positive.sum(1, keepdims=True), negative.sum(1, keepdims=True)
+    return (alpha * positive / (z_plus + 1e-9) - beta * negative / (z_minus - 1e-9)) @ relevance[:, :, None]
+
+
+@pytest.mark.parametrize("alpha, beta", [(1.0, 0.0), (2.0, 1.0)])
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_lrp_alpha_beta_gives_each_input_its_shares_of_the_relevance(alpha, beta, transpose_b):
+    """The rule on a MatMul, against its formula: times x, what it passes back is
+    each input's relevance; the relevance is z * dy at the output, and is conserved."""
+    x = RNG.normal(size=(3, 5)).astype(np.float32)
+    x[0, 0] = 0.0  # no contribution, no relevance
+    weights, dz = RNG.normal(size=(5, 4)).astype(np.float32), RNG.normal(size=(3, 4)).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        z = tf.linalg.matmul(tf.constant(x), tf.constant(weights.T if transpose_b else weights),
+                             transpose_b=transpose_b)
+        stage = graphgrad.parse_spec(f"lrp_alpha_beta(alpha={alpha},beta={beta})").stages[0]
+        [got, none] = stage.definition.function(tf, z.op, [tf.constant(dz)], **dict(stage.args))
+        with v1.Session(graph=graph) as session:
+            gradient, output = session.run([got, z])
+    relevance = dz * output
+    want = lrp_shares(x, weights, relevance, alpha, beta)[:, :, 0]
+    assert none is None
+    np.testing.assert_allclose(gradient * x, want, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose((gradient * x).sum(1), relevance.sum(1), rtol=1e-4)
+
+
+@pytest.mark.parametrize("method", ["lrp_zplus", "lrp_alpha_beta(alpha=2,beta=1)"])
+def test_lrp_alpha_beta_conserves_the_relevance_through_convolutions_and_max_pooling(tmp_path, method):
+    """On a ReLU CNN without biases (f(0) = 0), the attributions of each row sum to
+    the target's logit: the relevance passes Relu and MaxPool by their own gradients
+    and is redistributed, whole, at each Conv2D and MatMul."""
+    path = _graph_file(tmp_path, max_pool_cnn)
+    rows = RNG.normal(size=(4, 8, 8, 2)).astype(np.float32)
+    report = json.loads(run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, rows), "--y",
+                                "logits", "--target", "1", "-o", tmp_path / "out.npy", "--json").stdout)
+    assert set(report["rules"]) == {"Conv2D", "MatMul"} and report["uncovered"] == []
+    for check in report["completeness"]:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-4, abs=1e-5)
+    zplus = np.load(tmp_path / "out.npy")
+    assert not np.allclose(zplus, gradient_times_input_of(path, rows, target=1), atol=1e-3)
+
+
+def test_lrp_alpha_beta_names_the_nonlinearities_it_has_no_rule_for(tmp_path):
+    result = run_cli("attribute", fixture("activations_net.pb"), "--method", "lrp_zplus", "--input",
+                     _saved(tmp_path, RNG.normal(size=(2, 5)).astype(np.float32)), "--target", "1", "-o",
+                     tmp_path / "out.npy", expect=1)
+    assert "lrp_zplus has no rule for Sigmoid, Tanh" in result.stderr
+
+
+def gradient_times_input_of(path, rows, target):
+    graph = tf.Graph()
+    with graph.as_default():
+        graphgrad.import_graph_def(str(path), name="")
+        x = graph.get_tensor_by_name("x:0")
+        [grad] = v1.gradients(graph.get_tensor_by_name("logits:0")[..., target], [x])
+        with v1.Session(graph=graph) as session:
+            return session.run(grad, {x: rows}) * rows

@@ -55,6 +55,9 @@ def _description(entry: dict) -> str:
     return text
 
 
+NAME_COLUMN = 25  # the widest name beside its formula; a longer one takes a line of its own
+
+
 def _fitted(rows) -> str:
     """The listing as columns, its last one wrapped to the terminal's width (80 when
     not a terminal); --json keeps every word on one line."""
@@ -63,12 +66,15 @@ def _fitted(rows) -> str:
     import textwrap
 
     rows = [("gradient", "kind", "formula")] + rows
-    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    widths = [max(len(row[0]) for row in rows if len(row[0]) <= NAME_COLUMN), max(len(row[1]) for row in rows)]
     columns = shutil.get_terminal_size().columns if sys.stdout.isatty() else 80
     room = max(30, columns - sum(widths) - 4)
     lines = []
     for name, kind, text in rows:
         wrapped = textwrap.wrap(text, room) or [""]
+        if len(name) > widths[0]:  # a long name (its defaults spelt out) on a line of its own
+            lines.append(name)
+            name = ""
         lines.append(f"{name.ljust(widths[0])}  {kind.ljust(widths[1])}  {wrapped[0]}".rstrip())
         lines += [" " * (sum(widths) + 4) + more for more in wrapped[1:]]
     return "\n".join(lines)

@@ -4,6 +4,7 @@ a method is these rules on the nonlinear ops, then the gradient times the input
 (see :mod:`graphgrad.tf.attribute`).
 """
 
+from ..errors import SpecError
 from .common import first_input_only, own_gradient
 from .masking import RELU_FAMILY
 from .registry import REPLACEMENT, Param, builtin, check_positive
@@ -13,6 +14,9 @@ from .registry import REPLACEMENT, Param, builtin, check_positive
 NONLINEARITIES = RELU_FAMILY + ("Sigmoid", "Tanh", "Softplus", "Softsign")
 # Max pooling: nonlinear over its window; deeplift rescales it there, as SHAP does.
 MAX_POOLS = ("MaxPool", "MaxPoolV2", "MaxPool3D")
+# The linear layers LRP's alpha-beta rule redistributes relevance across.
+LINEAR_LAYERS = ("MatMul", "Conv2D")
+_STABILISER = 1e-9  # keeps an all-zero z+ or z- from dividing by zero (its share is zero then)
 
 
 @builtin(
@@ -74,6 +78,67 @@ def _deeplift_max_pool(tf, op, grads):
     multiplier = tf.where(tf.abs(delta) < 1e-7, tf.zeros_like(delta), (at_input_max + at_reference_max) / safe)
     both_halves = tf.concat([[2], tf.ones_like(tf.shape(x)[1:])], 0)
     return first_input_only(op, tf.tile(multiplier, both_halves))
+
+
+def _check_alpha_beta(params: dict) -> None:
+    alpha, beta = params["alpha"], params["beta"]
+    if not all(isinstance(value, (int, float)) for value in (alpha, beta)):
+        raise SpecError("lrp_alpha_beta: alpha and beta are numbers written in the spec, not tensors")
+    if beta < 0 or abs(alpha - beta - 1) > 1e-9:
+        raise SpecError(f"lrp_alpha_beta: alpha - beta must be 1 and beta at least 0 (relevance is conserved), "
+                        f"got alpha={alpha!r}, beta={beta!r}")
+
+
+@builtin(
+    REPLACEMENT,
+    Param("alpha", float, 1.0),
+    Param("beta", float, 0.0),
+    formula="relevance R = z * dy at the layer's output z = x W, passed to x in the shares of the positive "
+            "and negative parts of each x_i w_ij: R_i = sum_j (alpha (x_i w_ij)+ / z+_j - beta (x_i w_ij)- / "
+            "z-_j) R_j, given as R_i / x_i  (LRP alpha-beta, Bach et al. 2015, as innvestigate defines it; "
+            "alpha=1, beta=0 is the z+ rule)",
+    check=_check_alpha_beta,
+    op_types=LINEAR_LAYERS,
+)
+def lrp_alpha_beta(tf, op, grads, alpha, beta):
+    x, weights = op.inputs[0], op.inputs[1]
+    relevance = grads[0] * op.outputs[0]
+    positive_weights, negative_weights = tf.nn.relu(weights), -tf.nn.relu(-weights)
+    positive_x, negative_x = tf.nn.relu(x), -tf.nn.relu(-x)
+    forward, backward = _linear_pair(tf, op)
+    z_plus = forward(positive_x, positive_weights) + forward(negative_x, negative_weights)
+    z_minus = forward(positive_x, negative_weights) + forward(negative_x, positive_weights)
+    share_plus = alpha * relevance / (z_plus + _STABILISER)
+    share_minus = beta * relevance / (z_minus - _STABILISER)
+    # (x_i w_ij)+ / x_i is w_ij+ where x_i > 0 and w_ij- where x_i < 0; (x_i w_ij)- / x_i the other way round
+    above = backward(share_plus, positive_weights) - backward(share_minus, negative_weights)
+    below = backward(share_plus, negative_weights) - backward(share_minus, positive_weights)
+    zero = tf.zeros_like(x)
+    return first_input_only(op, tf.where(x > 0, above, tf.where(x < 0, below, zero)))
+
+
+def _linear_pair(tf, op):
+    """``(forward(x, w), backward(dz, w))`` of a MatMul or Conv2D with ``op``'s
+    attributes: the op itself on other operands, and its gradient with respect to x."""
+    if op.type == "MatMul":
+        return _matmul_pair(tf, op.get_attr("transpose_a"), op.get_attr("transpose_b"))
+    attrs = {key: op.get_attr(key) for key in ("strides", "padding", "data_format", "dilations")}
+    explicit = op.get_attr("explicit_paddings") if attrs["padding"] == b"EXPLICIT" else []
+    return (lambda x, w: tf.raw_ops.Conv2D(input=x, filter=w, explicit_paddings=explicit, **attrs),
+            lambda dz, w: tf.raw_ops.Conv2DBackpropInput(input_sizes=tf.shape(op.inputs[0]), filter=w,
+                                                         out_backprop=dz, explicit_paddings=explicit, **attrs))
+
+
+def _matmul_pair(tf, transpose_a: bool, transpose_b: bool):
+    def forward(x, w):
+        return tf.linalg.matmul(x, w, transpose_a=transpose_a, transpose_b=transpose_b)
+
+    def backward(dz, w):
+        if transpose_a:
+            return tf.linalg.matmul(w, dz, transpose_a=transpose_b, transpose_b=True)
+        return tf.linalg.matmul(dz, w, transpose_b=not transpose_b)
+
+    return forward, backward
 
 
 @builtin(

@@ -21,7 +21,7 @@ from ..edits.select import OP, Rule
 from ..errors import GraphgradError, UsageError
 from ..files.reading import read_model
 from ..graph.model import Model
-from ..gradients.attribution import MAX_POOLS, NONLINEARITIES
+from ..gradients.attribution import LINEAR_LAYERS, MAX_POOLS, NONLINEARITIES
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import first_names, function_bodies, functions_run
@@ -79,6 +79,7 @@ class Method:
     background: bool = False  # the baseline is a background set of any number of rows, averaged over
     seed: int = 0  # of expected gradients' draws
     occlusion: tuple = ()  # (window, stride, value): y's drop when a window of x is set to value, no gradient
+    kept: tuple = ()  # op types whose own gradient is the method's rule (LRP: Relu passes relevance on)
 
 
 def _methods(name: str, args: dict) -> Method:
@@ -111,6 +112,12 @@ def _methods(name: str, args: dict) -> Method:
     elif name == "deeplift":
         method = Method(name, rules=((NONLINEARITIES + MAX_POOLS, "deeplift"),), times_input=True, baseline=True,
                         complete=True)
+    elif name in ("lrp_alpha_beta", "lrp_zplus"):
+        alpha, beta = (take("alpha", 1.0), take("beta", 0.0)) if name == "lrp_alpha_beta" else (1.0, 0.0)
+        spec = parse_spec(f"lrp_alpha_beta(alpha={alpha!r},beta={beta!r})")  # the gradient's own check
+        label = name if name == "lrp_zplus" else f"lrp_alpha_beta(alpha={alpha!r},beta={beta!r})"
+        method = Method(label, rules=((LINEAR_LAYERS, spec.canonical),), times_input=True, complete=True,
+                        kept=("Relu",) + MAX_POOLS)
     elif name == "gradcam":
         method = Method(name, cam=True)
     elif name == "gradcam_pp":
@@ -139,7 +146,8 @@ def _methods(name: str, args: dict) -> Method:
 
 
 METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
-           "eps_lrp(eps=0.0001)", "deeplift", "deepshap", "expected_gradients(samples=200,seed=0)", "gradcam",
+           "eps_lrp(eps=0.0001)", "lrp_alpha_beta(alpha=1.0,beta=0.0)", "lrp_zplus", "deeplift", "deepshap",
+           "expected_gradients(samples=200,seed=0)", "gradcam",
            "gradcam_pp",
            "occlusion(window=4,stride=4,value=0.0)")
 
@@ -286,8 +294,8 @@ class Explainer:
         self.path_ops = ops_between([self.x], run.y_tensor)
         on_path = _op_types_run(run, self.path_ops)
         self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
-        self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH) + _products(self.path_ops, self.x)
-                          if method.rules else [])
+        self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH - set(method.kept))
+                          + _products(self.path_ops, self.x) if method.rules else [])
         if self.uncovered and method.complete and not options.allow_uncovered:
             raise GraphgradError(
                 f"{self.path}: {method.name} has no rule for {', '.join(self.uncovered)} on the path from "
