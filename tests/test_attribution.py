@@ -754,3 +754,44 @@ def gradient_times_input_of(path, rows, target):
         [grad] = v1.gradients(graph.get_tensor_by_name("logits:0")[..., target], [x])
         with v1.Session(graph=graph) as session:
             return session.run(grad, {x: rows}) * rows
+
+
+def dense_relu_net():
+    """x (N, 6) -> MatMul -> Relu -> MatMul -> Relu -> MatMul -> logits (3), no biases."""
+    rng = np.random.default_rng(9)
+    x = v1.placeholder(tf.float32, [None, 6], name="x")
+    h = tf.nn.relu(tf.matmul(x, rng.standard_normal((6, 5)).astype(np.float32)))
+    h = tf.nn.relu(tf.matmul(h, rng.standard_normal((5, 4)).astype(np.float32)))
+    tf.matmul(h, rng.standard_normal((4, 3)).astype(np.float32), name="logits")
+
+
+def layer_wise_eps_lrp(weights, rows, target, eps):
+    """epsilon-LRP as the layer-wise definition writes it, in NumPy: at each layer
+    z = a W, R_i = sum_j a_i w_ij / (z_j + eps sign(z_j)) R_j, Relu passing R on."""
+    activations = [rows]
+    for index, w in enumerate(weights):
+        z = activations[-1] @ w
+        activations.append(np.maximum(z, 0) if index < len(weights) - 1 else z)
+    relevance = np.zeros_like(activations[-1])
+    relevance[:, target] = activations[-1][:, target]
+    for a, w in zip(reversed(activations[:-1]), reversed(weights)):
+        z = a @ w
+        relevance = a * ((relevance / (z + eps * np.where(z >= 0, 1.0, -1.0))) @ w.T)
+    return relevance
+
+
+def test_eps_lrp_at_every_layer_is_the_layer_wise_definition(tmp_path):
+    """eps_lrp_layers puts eps at each MatMul as well (the layer-wise definition),
+    where eps_lrp, DeepExplain's convention, puts it at the nonlinearities only:
+    with a large eps the two differ, and the first equals the definition."""
+    path = _graph_file(tmp_path, dense_relu_net)
+    graph_def = tf.compat.v1.GraphDef.FromString(path.read_bytes())
+    weights = [tf.make_ndarray(node.attr["value"].tensor) for node in graph_def.node if node.op == "Const"]
+    rows = RNG.normal(size=(5, 6)).astype(np.float32)
+    run_cli("attribute", path, "--method", "eps_lrp_layers(eps=0.5)", "--input", _saved(tmp_path, rows), "--y",
+            "logits", "--target", "2", "-o", tmp_path / "layers.npy")
+    run_cli("attribute", path, "--method", "eps_lrp(eps=0.5)", "--input", _saved(tmp_path, rows), "--y",
+            "logits", "--target", "2", "-o", tmp_path / "nonlinear.npy")
+    layers, nonlinear = np.load(tmp_path / "layers.npy"), np.load(tmp_path / "nonlinear.npy")
+    np.testing.assert_allclose(layers, layer_wise_eps_lrp(weights, rows, 2, 0.5), rtol=1e-4, atol=1e-6)
+    assert not np.allclose(layers, nonlinear, atol=1e-3)

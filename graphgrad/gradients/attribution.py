@@ -80,6 +80,21 @@ def _deeplift_max_pool(tf, op, grads):
     return first_input_only(op, tf.tile(multiplier, both_halves))
 
 
+@builtin(
+    REPLACEMENT,
+    Param("eps", float, 1e-4),
+    formula="the op's own gradient of dy * z / (z + eps * sign(z)), z its output, sign(0) = 1  (epsilon-LRP "
+            "at a linear layer, as the layer-wise definition puts it: R_i = sum_j x_i w_ij / (z_j + eps "
+            "sign(z_j)) R_j)",
+    check=check_positive("eps"),
+    op_types=LINEAR_LAYERS + ("DepthwiseConv2dNative",),
+)
+def eps_lrp_linear(tf, op, grads, eps):
+    z = op.outputs[0]
+    stabiliser = tf.where(z >= 0, tf.ones_like(z), -tf.ones_like(z)) * tf.cast(eps, z.dtype)
+    return first_input_only(op, own_gradient(op, [grads[0] * z / (z + stabiliser)])[0])
+
+
 def _check_alpha_beta(params: dict) -> None:
     alpha, beta = params["alpha"], params["beta"]
     if not all(isinstance(value, (int, float)) for value in (alpha, beta)):

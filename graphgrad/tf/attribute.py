@@ -82,6 +82,9 @@ class Method:
     kept: tuple = ()  # op types whose own gradient is the method's rule (LRP: Relu passes relevance on)
 
 
+PASS_ON_EPS = 1e-9  # eps_lrp_layers' rule at a nonlinearity: y / x, kept finite at x = 0
+
+
 def _methods(name: str, args: dict) -> Method:
     """The method ``name`` with its arguments (as the spec grammar parsed them)."""
     def take(key: str, default, kind=float):
@@ -112,6 +115,13 @@ def _methods(name: str, args: dict) -> Method:
     elif name == "deeplift":
         method = Method(name, rules=((NONLINEARITIES + MAX_POOLS, "deeplift"),), times_input=True, baseline=True,
                         complete=True)
+    elif name == "eps_lrp_layers":
+        eps = take("eps", 1e-4)
+        # the nonlinearities pass the relevance on (y / x): eps is the layers' alone
+        nonlinear, linear = parse_spec(f"eps_lrp(eps={PASS_ON_EPS!r})"), parse_spec(f"eps_lrp_linear(eps={eps!r})")
+        method = Method(f"eps_lrp_layers(eps={eps!r})", rules=((NONLINEARITIES, nonlinear.canonical),
+                                                               (LINEAR_LAYERS + ("DepthwiseConv2dNative",),
+                                                                linear.canonical)), times_input=True, complete=True)
     elif name in ("lrp_alpha_beta", "lrp_zplus"):
         alpha, beta = (take("alpha", 1.0), take("beta", 0.0)) if name == "lrp_alpha_beta" else (1.0, 0.0)
         spec = parse_spec(f"lrp_alpha_beta(alpha={alpha!r},beta={beta!r})")  # the gradient's own check
@@ -146,9 +156,8 @@ def _methods(name: str, args: dict) -> Method:
 
 
 METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
-           "eps_lrp(eps=0.0001)", "lrp_alpha_beta(alpha=1.0,beta=0.0)", "lrp_zplus", "deeplift", "deepshap",
-           "expected_gradients(samples=200,seed=0)", "gradcam",
-           "gradcam_pp",
+           "eps_lrp(eps=0.0001)", "eps_lrp_layers(eps=0.0001)", "lrp_alpha_beta(alpha=1.0,beta=0.0)", "lrp_zplus",
+           "deeplift", "deepshap", "expected_gradients(samples=200,seed=0)", "gradcam", "gradcam_pp",
            "occlusion(window=4,stride=4,value=0.0)")
 
 
