@@ -704,7 +704,9 @@ def lrp_shares(x, weights, relevance, alpha, beta):
 @pytest.mark.parametrize("transpose_b", [False, True])
 def test_lrp_alpha_beta_gives_each_input_its_shares_of_the_relevance(alpha, beta, transpose_b):
     """The rule on a MatMul, against its formula: times x, what it passes back is
-    each input's relevance; the relevance is z * dy at the output, and is conserved."""
+    each input's relevance; the relevance is z * dy at the output, and is conserved
+    where a unit has contributions of both signs (alpha R_j + (-beta) R_j = R_j; a
+    unit with positive contributions only passes on alpha R_j, as the rule says)."""
     x = RNG.normal(size=(3, 5)).astype(np.float32)
     x[0, 0] = 0.0  # no contribution, no relevance
     weights, dz = RNG.normal(size=(5, 4)).astype(np.float32), RNG.normal(size=(3, 4)).astype(np.float32)
@@ -720,7 +722,9 @@ def test_lrp_alpha_beta_gives_each_input_its_shares_of_the_relevance(alpha, beta
     want = lrp_shares(x, weights, relevance, alpha, beta)[:, :, 0]
     assert none is None
     np.testing.assert_allclose(gradient * x, want, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose((gradient * x).sum(1), relevance.sum(1), rtol=1e-4)
+    contributions = x[:, :, None] * weights[None]
+    kept = alpha * (contributions > 0).any(1) - beta * (contributions < 0).any(1)
+    np.testing.assert_allclose((gradient * x).sum(1), (kept * relevance).sum(1), rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("method", ["lrp_zplus", "lrp_alpha_beta(alpha=2,beta=1)"])
