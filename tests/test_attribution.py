@@ -799,3 +799,20 @@ def test_eps_lrp_at_every_layer_is_the_layer_wise_definition(tmp_path):
     layers, nonlinear = np.load(tmp_path / "layers.npy"), np.load(tmp_path / "nonlinear.npy")
     np.testing.assert_allclose(layers, layer_wise_eps_lrp(weights, rows, 2, 0.5), rtol=1e-4, atol=1e-6)
     assert not np.allclose(layers, nonlinear, atol=1e-3)
+
+
+def test_guided_grad_cam_is_guided_backprop_times_the_grad_cam_map(tmp_path):
+    """Selvaraju et al.: guided backpropagation's gradient times Grad-CAM's map
+    (computed with the graph's own gradients), the map resized to x and taken over
+    each of x's channels."""
+    path = _graph_file(tmp_path, strided_cnn)
+    rows = RNG.uniform(0, 1, (3, 8, 8, 3)).astype(np.float32)
+    common = ["--input", _saved(tmp_path, rows), "--y", "logits", "--target", "2"]
+    outs = {method: tmp_path / f"{method}.npy" for method in ("guided_gradcam", "gradcam", "guided_backprop")}
+    reports = {method: json.loads(run_cli("attribute", path, "--method", method, *common, "-o", out,
+                                          "--json").stdout) for method, out in outs.items()}
+    guided, cam, backprop = (np.load(outs[method]) for method in ("guided_gradcam", "gradcam", "guided_backprop"))
+    assert cam.shape == (3, 8, 8, 1) and guided.shape == rows.shape
+    np.testing.assert_allclose(guided, backprop * cam, rtol=1e-6, atol=1e-7)
+    assert reports["guided_gradcam"]["layer"] == reports["gradcam"]["layer"] == "last:0"
+    assert reports["guided_gradcam"]["rules"] == {"Relu": "guided_relu"}

@@ -80,6 +80,7 @@ class Method:
     seed: int = 0  # of expected gradients' draws
     occlusion: tuple = ()  # (window, stride, value): y's drop when a window of x is set to value, no gradient
     kept: tuple = ()  # op types whose own gradient is the method's rule (LRP: Relu passes relevance on)
+    guided_cam: bool = False  # guided Grad-CAM: these rules' gradient times Grad-CAM's map, resized to x
 
 
 PASS_ON_EPS = 1e-9  # eps_lrp_layers' rule at a nonlinearity: y / x, kept finite at x = 0
@@ -132,6 +133,8 @@ def _methods(name: str, args: dict) -> Method:
         method = Method(name, cam=True)
     elif name == "gradcam_pp":
         method = Method(name, cam=True, plus=True)
+    elif name == "guided_gradcam":
+        method = Method(name, rules=((RELU_FAMILY, "guided_relu"),), guided_cam=True)
     elif name == "expected_gradients":
         samples, seed = take("samples", 200, int), take("seed", 0, int)
         if samples < 1:
@@ -158,6 +161,7 @@ def _methods(name: str, args: dict) -> Method:
 METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
            "eps_lrp(eps=0.0001)", "eps_lrp_layers(eps=0.0001)", "lrp_alpha_beta(alpha=1.0,beta=0.0)", "lrp_zplus",
            "deeplift", "deepshap", "expected_gradients(samples=200,seed=0)", "gradcam", "gradcam_pp",
+           "guided_gradcam",
            "occlusion(window=4,stride=4,value=0.0)")
 
 
@@ -298,6 +302,10 @@ class Explainer:
         self.x = run.x_tensors[0]
         with run.graph.as_default():
             self.feed = given_feeds(run.graph, options.feeds)
+        # guided Grad-CAM: Grad-CAM's map from the graph's own gradients, in an explainer of its own
+        self._cam = (Explainer(self.model, Method("gradcam", cam=True),
+                               **{f.name: getattr(options, f.name) for f in fields(options) if f.name != "method"})
+                     if method.guided_cam else None)
         _refuse_unfed(self.path, run, self.x, self.feed)
         given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
         self.path_ops = ops_between([self.x], run.y_tensor)
@@ -433,6 +441,10 @@ class Explainer:
             report.noise = f"{noise.samples} samples, sigma {noise.sigma:g} of each row's range, {noise.aggregate}"
         else:
             attributions = _attributions(method, inputs, base, batching, gradient_at, np.arange(len(inputs)))
+        if self._cam is not None:  # times Grad-CAM's map (N, H, W, 1), over x's channels
+            cam, cam_report = self._cam.explain(inputs, target)
+            attributions = attributions * cam
+            report.layer = cam_report.layer
         report.shape = tuple(attributions.shape)
         if method.baseline and noise is None:
             if background is not None:  # against the background's mean output, each row with its target
