@@ -816,3 +816,32 @@ def test_guided_grad_cam_is_guided_backprop_times_the_grad_cam_map(tmp_path):
     np.testing.assert_allclose(guided, backprop * cam, rtol=1e-6, atol=1e-7)
     assert reports["guided_gradcam"]["layer"] == reports["gradcam"]["layer"] == "last:0"
     assert reports["guided_gradcam"]["rules"] == {"Relu": "guided_relu"}
+
+
+def test_score_cam_is_its_formula(tmp_path):
+    """Score-CAM, written out: each channel of the layer, resized to x and scaled to
+    [0, 1], masks x; the target's softmax probability on each masked x weighs its
+    channel; ReLU of the weighted sum, resized to x (as Grad-CAM's map is)."""
+    path = _graph_file(tmp_path, strided_cnn)
+    rows = RNG.uniform(0, 1, (2, 8, 8, 3)).astype(np.float32)
+    out = tmp_path / "score.npy"
+    report = json.loads(run_cli("attribute", path, "--method", "scorecam", "--input", _saved(tmp_path, rows),
+                                "--y", "logits", "--target", "1", "-o", out, "--json").stdout)
+    assert report["layer"] == "last:0" and report["rules"] == {}
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
+        x, layer = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("last:0")
+        probability = tf.nn.softmax(graph.get_tensor_by_name("logits:0"))[:, 1]
+        upsampled = tf.image.resize(layer, [8, 8], method="bilinear")
+        with v1.Session(graph=graph) as session:
+            activations, maps = session.run([layer, upsampled], {x: rows})
+            expected = []
+            for row in range(len(rows)):
+                low, high = maps[row].min(axis=(0, 1)), maps[row].max(axis=(0, 1))
+                masks = np.moveaxis((maps[row] - low) / np.where(high > low, high - low, 1), -1, 0)
+                weights = session.run(probability, {x: rows[row][None] * masks[..., None]})
+                expected.append(np.maximum((activations[row] * weights).sum(-1, keepdims=True), 0))
+            cam = session.run(tf.image.resize(np.asarray(expected), [8, 8], method="bilinear"))
+    np.testing.assert_allclose(np.load(out), cam, rtol=1e-5, atol=1e-6)
+    assert np.load(out).shape == (2, 8, 8, 1) and np.load(out).max() > 0

@@ -81,6 +81,7 @@ class Method:
     occlusion: tuple = ()  # (window, stride, value): y's drop when a window of x is set to value, no gradient
     kept: tuple = ()  # op types whose own gradient is the method's rule (LRP: Relu passes relevance on)
     guided_cam: bool = False  # guided Grad-CAM: these rules' gradient times Grad-CAM's map, resized to x
+    score_cam: bool = False  # Score-CAM: a layer's maps weighted by the score of x masked with each, no gradient
 
 
 PASS_ON_EPS = 1e-9  # eps_lrp_layers' rule at a nonlinearity: y / x, kept finite at x = 0
@@ -133,6 +134,8 @@ def _methods(name: str, args: dict) -> Method:
         method = Method(name, cam=True)
     elif name == "gradcam_pp":
         method = Method(name, cam=True, plus=True)
+    elif name == "scorecam":
+        method = Method(name, score_cam=True)
     elif name == "guided_gradcam":
         method = Method(name, rules=((RELU_FAMILY, "guided_relu"),), guided_cam=True)
     elif name == "expected_gradients":
@@ -161,7 +164,7 @@ def _methods(name: str, args: dict) -> Method:
 METHODS = ("gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
            "eps_lrp(eps=0.0001)", "eps_lrp_layers(eps=0.0001)", "lrp_alpha_beta(alpha=1.0,beta=0.0)", "lrp_zplus",
            "deeplift", "deepshap", "expected_gradients(samples=200,seed=0)", "gradcam", "gradcam_pp",
-           "guided_gradcam",
+           "guided_gradcam", "scorecam",
            "occlusion(window=4,stride=4,value=0.0)")
 
 
@@ -321,6 +324,7 @@ class Explainer:
             )
         self.tf = tensorflow()
         self._built: dict = {}  # kind of target -> (output, what is differentiated, row targets, layer, flags)
+        self._resize: Any = None  # Score-CAM's resize of its maps to x: (placeholder, size, resized)
         self._batchings: dict = {}  # bytes of a row -> its Batching
 
     def _ops_for(self, target: Any) -> tuple:
@@ -343,6 +347,12 @@ class Explainer:
             layer = None
             if self.options.method.occlusion:
                 gradient = output  # no gradient: the output itself, run on occluded copies
+            elif self.options.method.score_cam:  # no gradient: the layer, and the score of masked copies of x
+                layer = _cam_layer(run, self.x, self.path_ops, self.options.layer)
+                probabilities = tf.nn.softmax(run.y_tensor)
+                output = (tf.gather(probabilities, row_targets, axis=1, batch_dims=1) if by_row
+                          else tensor_entry(probabilities, target))
+                gradient = (layer, tf.image.resize(layer, tf.shape(self.x)[1:3], method="bilinear"))
             elif self.options.method.cam:
                 layer = _cam_layer(run, self.x, self.path_ops, self.options.layer)
                 gradient = _grad_cam(tf, output, layer, self.x, self.options.method.plus)
@@ -355,6 +365,17 @@ class Explainer:
         flags = training_flags(run.session, run.graph, unfed_inputs([output], self.feed)[1])
         self._built[key] = output, gradient, row_targets, layer, flags
         return self._built[key]
+
+    def _resized(self, maps: Any, size: tuple) -> Any:
+        """``maps`` (N, h, w, 1) resized bilinearly to ``size``, as Grad-CAM's are."""
+        tf, run = self.tf, self.run
+        if self._resize is None:
+            with run.graph.as_default():
+                given = tf.compat.v1.placeholder(tf.float32, [None, None, None, 1])
+                to = tf.compat.v1.placeholder(tf.int32, [2])
+                self._resize = given, to, tf.image.resize(given, to, method="bilinear")
+        given, to, resized = self._resize
+        return run.session.run(resized, {given: maps, to: list(size)}).astype(maps.dtype)
 
     def explain(self, inputs: Any, target: Any = None, baseline: Any = None, noise: "Noise | None" = None
                 ) -> tuple[Any, AttributionReport]:
@@ -434,6 +455,11 @@ class Explainer:
 
         if method.occlusion:
             attributions = _occluded(inputs, method.occlusion, batching, output_at)
+        elif method.score_cam:
+            layer_values, upsampled = (in_batches(lambda value, origins, at=at: evaluate(gradient[at], value, origins),
+                                                  inputs, batching) for at in (0, 1))
+            cams = _score_cam(inputs, layer_values, upsampled, batching, output_at)
+            attributions = self._resized(cams, inputs.shape[1:3])
         elif background is not None:
             attributions = _over_background(method, inputs, background, batching, gradient_at)
         elif noise is not None:
@@ -458,6 +484,24 @@ class Explainer:
             report.completeness = [RowCheck(row, float(s), float(d))
                                    for row, (s, d) in enumerate(zip(sums, differences))]
         return attributions, report
+
+
+def _score_cam(inputs: Any, layer: Any, upsampled: Any, batching: Batching, output_at: Callable) -> Any:
+    """Score-CAM (Wang et al., 2020, as tf-keras-vis computes it): each channel k of
+    the layer, resized to x and scaled to [0, 1], masks x; its weight is the target's
+    softmax probability on that masked x; the map is ReLU(sum_k w_k A_k), (N, h, w, 1)."""
+    import numpy as np
+
+    low = upsampled.min(axis=(1, 2), keepdims=True)
+    high = upsampled.max(axis=(1, 2), keepdims=True)
+    masks = (upsampled - low) / np.where(high > low, high - low, 1.0)  # a flat map masks x to zeros
+    channels = masks.shape[-1]
+    cams = []
+    for row in range(len(inputs)):
+        masked = inputs[row][None] * np.moveaxis(masks[row], -1, 0)[..., None]  # (channels, H, W, C)
+        weights = in_batches(output_at, masked.astype(inputs.dtype), batching, np.full(channels, row))
+        cams.append(np.maximum((layer[row] * weights).sum(axis=-1, keepdims=True), 0))
+    return np.asarray(cams, dtype=inputs.dtype)
 
 
 def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
