@@ -3,11 +3,12 @@ formula written directly in TensorFlow, and the methods' promises (completeness,
 equality with the textbook route, coverage named before anything runs)."""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
-from conftest import fixture, run_cli
+from conftest import REALGRAPHS, fixture, run_cli
 from tf_helpers import tf, v1
 
 import graphgrad
@@ -222,10 +223,11 @@ def test_an_input_that_is_not_npy_is_one_line(tmp_path):
     assert "is not a .npy file (save the array with numpy.save)" in result.stderr
 
 
-def test_a_real_frozen_gru_names_its_gate_products_not_its_loop_plumbing(tmp_path):
+def test_a_real_frozen_gru_runs_deeplift_through_its_loop_and_gates(tmp_path):
     """DL4J's frozen GRU (dynamic_rnn, TF1 loops): the loop and TensorArray ops pass
-    through; the gates' products of two activations have no rule, so deeplift
-    refuses; gradient x input runs through the rebuilt loop contexts."""
+    through, the gates' products take DeepLIFT's two-input rule, so deeplift runs
+    through the rebuilt loop contexts, complete (its output moves by 1e-5 here:
+    float32's rounding is the bound); gradient x input runs too."""
     import os
 
     from conftest import REALGRAPHS
@@ -235,9 +237,11 @@ def test_a_real_frozen_gru_names_its_gate_products_not_its_loop_plumbing(tmp_pat
     if not os.path.isfile(source):
         pytest.skip(f"real graph files not present at {REALGRAPHS}")
     rows = _saved(tmp_path, RNG.normal(size=(3, 2, 6)))
-    refused = run_cli("attribute", source, "--method", "deeplift", "--input", rows, "--y", "add", "--target", "0",
-                      "-o", tmp_path / "a.npy", expect=1)
-    assert "deeplift has no rule for Mul (of two tensors computed from x) on the path" in refused.stderr
+    lift = json.loads(run_cli("attribute", source, "--method", "deeplift", "--input", rows, "--y", "add", "--target",
+                              "0", "-o", tmp_path / "a.npy", "--json").stdout)
+    assert lift["uncovered"] == [] and set(lift["rules"]) == {"Mul", "Sigmoid", "Tanh"}
+    for check in lift["completeness"]:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], abs=1e-6)
     result = run_cli("attribute", source, "--method", "grad_x_input", "--input", rows, "--y", "add", "--target", "0",
                      "-o", tmp_path / "a.npy", "--json")
     assert json.loads(result.stdout)["shape"] == [3, 2, 6] and np.isfinite(np.load(tmp_path / "a.npy")).all()
@@ -845,3 +849,45 @@ def test_score_cam_is_its_formula(tmp_path):
             cam = session.run(tf.image.resize(np.asarray(expected), [8, 8], method="bilinear"))
     np.testing.assert_allclose(np.load(out), cam, rtol=1e-5, atol=1e-6)
     assert np.load(out).shape == (2, 8, 8, 1) and np.load(out).max() > 0
+
+
+def gated_net():
+    """x (N, 4) -> sigmoid(x W) * tanh(x V) -> logits (3): a gate times a candidate,
+    both computed from x, as in an LSTM's cell."""
+    rng = np.random.default_rng(12)
+    x = v1.placeholder(tf.float32, [None, 4], name="x")
+    gate = tf.sigmoid(tf.matmul(x, rng.standard_normal((4, 5)).astype(np.float32)))
+    candidate = tf.tanh(tf.matmul(x, rng.standard_normal((4, 5)).astype(np.float32)))
+    tf.matmul(gate * candidate * 2.0, rng.standard_normal((5, 3)).astype(np.float32), name="logits")
+
+
+def test_deeplift_splits_a_product_of_two_changing_factors_and_stays_complete(tmp_path):
+    """SHAP's two-input rule for Mul: each factor's multiplier is the mean of the other's
+    input and baseline values; with it, a gate times a candidate is complete (and the
+    product by a constant keeps its own gradient)."""
+    path = _graph_file(tmp_path, gated_net)
+    rows, baseline = RNG.normal(size=(4, 4)).astype(np.float32), RNG.normal(size=(1, 4)).astype(np.float32)
+    report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
+                                "--baseline", _saved_as(tmp_path / "b.npy", baseline), "--y", "logits", "--target",
+                                "0", "-o", tmp_path / "out.npy", "--json").stdout)
+    assert report["rules"] == {"Mul": "deeplift", "Sigmoid": "deeplift", "Tanh": "deeplift"}
+    assert report["uncovered"] == []
+    for check in report["completeness"]:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_deeplift_is_complete_on_a_real_frozen_lstm(tmp_path):
+    """DL4J's LSTM on MNIST (28 steps unrolled: 84 gate products, Sigmoid and Tanh):
+    each row's attributions sum to f(x) - f(0) to 1e-5."""
+    source = os.path.join(REALGRAPHS, "dl4j-tf-examples/src/main/resources/tf_graphs/examples/lstm_mnist",
+                          "frozen_model.pb")
+    if not os.path.exists(source):
+        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+    rows = RNG.uniform(0, 1, (3, 28, 28)).astype(np.float32)
+    report = json.loads(run_cli("attribute", source, "--method", "deeplift", "--input", _saved(tmp_path, rows),
+                                "--x", "input", "--y", "add", "--target", "3", "-o", tmp_path / "out.npy",
+                                "--json").stdout)
+    assert report["uncovered"] == [] and set(report["rules"]) == {"Mul", "Sigmoid", "Tanh"}
+    for check in report["completeness"]:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5)

@@ -14,6 +14,8 @@ from .registry import REPLACEMENT, Param, builtin, check_positive
 NONLINEARITIES = RELU_FAMILY + ("Sigmoid", "Tanh", "Softplus", "Softsign")
 # Max pooling: nonlinear over its window; deeplift rescales it there, as SHAP does.
 MAX_POOLS = ("MaxPool", "MaxPoolV2", "MaxPool3D")
+# Products: nonlinear when both factors change with x (an LSTM's or a GRU's gates).
+PRODUCTS = ("Mul",)
 # The linear layers LRP's alpha-beta rule redistributes relevance across.
 LINEAR_LAYERS = ("MatMul", "Conv2D")
 _STABILISER = 1e-9  # keeps an all-zero z+ or z- from dividing by zero (its share is zero then)
@@ -44,13 +46,17 @@ def eps_lrp(tf, op, grads, eps):
 @builtin(
     REPLACEMENT,
     formula="dy * (y - y0) / (x - x0), the op's own gradient where |x - x0| < 1e-6; on max pooling, the "
-            "rescale over each window, as SHAP defines it  (DeepLIFT rescale; the batch is inputs then "
-            "baselines, as SHAP's DeepExplainer runs it)",
-    op_types=NONLINEARITIES + MAX_POOLS,
+            "rescale over each window, as SHAP defines it; on a product a * b, each factor's multiplier the "
+            "mean of the other's two values, dy * (b + b0) / 2 (the Shapley split of SHAP's two-input rule, "
+            "which gates need)  (DeepLIFT rescale; the batch is inputs then baselines, as SHAP's "
+            "DeepExplainer runs it)",
+    op_types=NONLINEARITIES + MAX_POOLS + PRODUCTS,
 )
 def deeplift(tf, op, grads):
     if op.type in MAX_POOLS:
         return _deeplift_max_pool(tf, op, grads)
+    if op.type in PRODUCTS:
+        return _deeplift_product(tf, op, grads)
     x, y = op.inputs[0], op.outputs[0]
     x_in, x_ref = tf.split(x, 2)
     y_in, y_ref = tf.split(y, 2)
@@ -60,6 +66,28 @@ def deeplift(tf, op, grads):
     rescale = tf.tile((y_in - y_ref) / tf.where(tf.abs(delta) < 1e-6, tf.ones_like(delta), delta), both_halves)
     own = own_gradient(op, grads)[0]
     return first_input_only(op, tf.where(tf.abs(tiled_delta) < 1e-6, own, grads[0] * rescale))
+
+
+def _deeplift_product(tf, op, grads):
+    """DeepLIFT's rule for z = a * b when both factors may change from the baseline
+    (SHAP's ``nonlinearity_2d`` for Mul): of z's change, a gets ((a - a0) (b + b0) / 2)
+    and b the rest, so a's multiplier is the mean of b's input and baseline values
+    (b itself where b holds no rows, a constant: the op's own gradient then)."""
+    a, b = op.inputs
+    z = op.outputs[0]
+
+    def centred(t):
+        if t.shape.rank != z.shape.rank or t.shape.rank == 0 or t.shape[0] == 1:
+            return t
+        at_input, at_baseline = tf.split(t, 2)
+        mean = (at_input + at_baseline) * tf.cast(0.5, t.dtype)
+        return tf.concat([mean, mean], 0)
+
+    def summed_to(gradient, t):  # over the dimensions the product broadcast t along
+        reduce, _ = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(t), s1=tf.shape(z))
+        return tf.reshape(tf.reduce_sum(gradient, reduce), tf.shape(t))
+
+    return [summed_to(grads[0] * centred(b), a), summed_to(grads[0] * centred(a), b)]
 
 
 def _deeplift_max_pool(tf, op, grads):

@@ -21,7 +21,7 @@ from ..edits.select import OP, Rule
 from ..errors import GraphgradError, UsageError
 from ..files.reading import read_model
 from ..graph.model import Model
-from ..gradients.attribution import LINEAR_LAYERS, MAX_POOLS, NONLINEARITIES
+from ..gradients.attribution import LINEAR_LAYERS, MAX_POOLS, NONLINEARITIES, PRODUCTS
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import first_names, function_bodies, functions_run
@@ -115,8 +115,8 @@ def _methods(name: str, args: dict) -> Method:
         method = Method(f"eps_lrp(eps={eps!r})", rules=((NONLINEARITIES, spec.canonical),), times_input=True,
                         complete=True)
     elif name == "deeplift":
-        method = Method(name, rules=((NONLINEARITIES + MAX_POOLS, "deeplift"),), times_input=True, baseline=True,
-                        complete=True)
+        method = Method(name, rules=((NONLINEARITIES + MAX_POOLS + PRODUCTS, "deeplift"),), times_input=True,
+                        baseline=True, complete=True)
     elif name == "eps_lrp_layers":
         eps = take("eps", 1e-4)
         # the nonlinearities pass the relevance on (y / x): eps is the layers' alone
@@ -145,8 +145,8 @@ def _methods(name: str, args: dict) -> Method:
         method = Method(f"expected_gradients(samples={samples},seed={seed})", times_input=True, baseline=True,
                         samples=samples, background=True, seed=seed)
     elif name == "deepshap":
-        method = Method(name, rules=((NONLINEARITIES + MAX_POOLS, "deeplift"),), times_input=True, baseline=True,
-                        complete=True, background=True)
+        method = Method(name, rules=((NONLINEARITIES + MAX_POOLS + PRODUCTS, "deeplift"),), times_input=True,
+                        baseline=True, complete=True, background=True)
     elif name == "occlusion":
         window, stride, value = take("window", 4, int), take("stride", 0, int), take("value", 0.0)
         stride = stride or window
@@ -185,9 +185,10 @@ def parse_method(text: str) -> Method:
 _BILINEAR = ("Mul", "RealDiv", "Div", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 
 
-def _products(path_ops: set, x) -> list:
-    """``"Mul (of two tensors computed from x)"`` for each such op type on the path."""
-    found = {op.type for op in path_ops if op.type in _BILINEAR
+def _products(path_ops: set, x, covered: set) -> list:
+    """``"Mul (of two tensors computed from x)"`` for each such op type on the path
+    that no rule of ``covered`` takes."""
+    found = {op.type for op in path_ops if op.type in _BILINEAR and op.type not in covered
              and sum(t.op in path_ops or t is x for t in op.inputs) >= 2}
     return [f"{op_type} (of two tensors computed from x)" for op_type in sorted(found)]
 
@@ -315,7 +316,7 @@ class Explainer:
         on_path = _op_types_run(run, self.path_ops)
         self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
         self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH - set(method.kept))
-                          + _products(self.path_ops, self.x) if method.rules else [])
+                          + _products(self.path_ops, self.x, set(given)) if method.rules else [])
         if self.uncovered and method.complete and not options.allow_uncovered:
             raise GraphgradError(
                 f"{self.path}: {method.name} has no rule for {', '.join(self.uncovered)} on the path from "
