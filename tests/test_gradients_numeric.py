@@ -180,7 +180,8 @@ def test_call_on_an_op_that_calls_nothing_is_a_clear_error():
 def test_every_builtin_is_covered_here():
     tested = {"identity", "ste", "approx_sign", "swish_sign", "triangle", "zero", "guided_relu",
               "scale", "reverse", "clip_value", "clip_norm", "noise", "select", "call"}
-    tested |= {"deconvnet", "eps_lrp", "deeplift", "redirected_relu"}  # in tests/test_attribution.py
+    tested |= {"deconvnet", "eps_lrp", "eps_lrp_linear", "lrp_alpha_beta", "deeplift",
+               "redirected_relu"}  # in tests/test_attribution.py
     assert {entry.name for entry in REGISTRY.entries() if entry.kind != "user"} == tested
 
 
