@@ -8,10 +8,13 @@ import os
 import numpy as np
 import pytest
 
+from click.testing import CliRunner
 from conftest import REALGRAPHS, fixture, run_cli
 from tf_helpers import tf, v1
 
 import graphgrad
+import graphgrad.cli
+import graphgrad.tf.attribute
 
 RNG = np.random.default_rng(21)
 
@@ -552,7 +555,7 @@ def test_grad_cam_without_a_spatial_layer_is_one_line(tmp_path):
     result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradcam", "--input",
                      fixture("classifier_rows.npy"), "--y", "logits", "--target", "0", "-o", tmp_path / "o.npy",
                      expect=2)
-    assert "Grad-CAM needs a 4-D (N, H, W, C) layer" in result.stderr and "--layer TENSOR" in result.stderr
+    assert "(Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer" in result.stderr and "--layer TENSOR" in result.stderr
 
 
 def test_an_explainer_answers_repeated_calls_from_one_session_as_the_command_does(tmp_path):
@@ -891,3 +894,28 @@ def test_deeplift_is_complete_on_a_real_frozen_lstm(tmp_path):
     assert report["uncovered"] == [] and set(report["rules"]) == {"Mul", "Sigmoid", "Tanh"}
     for check in report["completeness"]:
         assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_every_method_on_a_real_frozen_model_runs_or_says_in_one_line_what_it_lacks(tmp_path):
+    """DL4J's LSTM on MNIST images: each method runs, or is refused before the run,
+    naming the op types it has no rule for (eps-LRP and LRP alpha-beta: the gate
+    products and activations) or the 4-D layer a class activation map needs."""
+    source = os.path.join(REALGRAPHS, "dl4j-tf-examples/src/main/resources/tf_graphs/examples/lstm_mnist",
+                          "frozen_model.pb")
+    if not os.path.exists(source):
+        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+    rows = _saved(tmp_path, RNG.uniform(0, 1, (2, 28, 28)).astype(np.float32))
+    outcomes = {}
+    for method in graphgrad.tf.attribute.METHODS:
+        method = method.replace("steps=50", "steps=4").replace("samples=200", "samples=4")
+        result = CliRunner().invoke(graphgrad.cli.main, ["attribute", source, "--method", method, "--input", str(rows),
+                                                         "--x", "input", "--y", "add", "--target", "3", "-o",
+                                                         str(tmp_path / "out.npy")])
+        outcomes[method.split("(")[0]] = result.exit_code
+        if result.exit_code:
+            [line] = result.stderr.strip().splitlines()
+            assert "has no rule for" in line or "needs a 4-D (N, H, W, C) layer" in line, (method, line)
+    assert {name for name, code in outcomes.items() if code == 0} == {
+        "gradient", "grad_x_input", "integrated_gradients", "guided_backprop", "deconvnet", "deeplift", "deepshap",
+        "expected_gradients", "occlusion"}

@@ -511,15 +511,16 @@ def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
     if name:
         layer = tensor_named(run.graph, name)
         if layer.shape.rank != 4 or layer.op not in path_ops:
-            raise UsageError(f"--layer {name}: Grad-CAM needs a 4-D (N, H, W, C) tensor on the path from "
-                             f"{x.name} to {run.y}; it has shape {layer.shape}")
+            raise UsageError(f"--layer {name}: a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) "
+                             f"tensor on the path from {x.name} to {run.y}; it has shape {layer.shape}")
         return layer
     ordered = [op for op in run.graph.get_operations() if op in path_ops]  # graph order: producers first
     layers = [t for op in ordered for t in op.outputs
               if t.shape.rank == 4 and t.dtype.is_floating and all((d or 0) > 1 for d in t.shape.as_list()[1:3])]
     if not layers:
-        raise UsageError(f"Grad-CAM needs a 4-D (N, H, W, C) layer with a spatial size between {x.name} and "
-                         f"{run.y}, and the path has none; name one with --layer TENSOR")
+        raise UsageError(f"a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer with a "
+                         f"spatial size between {x.name} and {run.y}, and the path has none; name one with "
+                         "--layer TENSOR")
     return layers[-1]
 
 
