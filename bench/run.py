@@ -9,6 +9,7 @@ figure is the median of --repeat rounds; a round runs every command of a case on
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -367,6 +368,16 @@ def attribution(repeat, work):
             os.path.join(work, "shap.npy"))
         print(f"  deeplift vs SHAP DeepExplainer: {results['SHAP DeepExplainer'][0] / results['deeplift'][0]:.2f}x "
               f"faster; largest difference {np.abs(ours - theirs).max():.2e} (values up to {np.abs(theirs).max():.2e})")
+    outputs = {method: os.path.join(work, f"{index}.npy") for index, method in enumerate(ATTRIBUTION_METHODS)}
+    if shap_path is not None:
+        outputs["SHAP DeepExplainer"] = os.path.join(work, "shap.npy")
+    found = subprocess.run([PYTHON, os.path.join(HERE, "deletion_auc.py"), source, "x:0", "logits:0", "0", rows,
+                            *outputs.values()], check=True, env=ENV, capture_output=True, text=True)
+    area = json.loads(found.stdout.strip().splitlines()[-1])
+    print("  deletion AUC (the target's probability as the most attributed entries are zeroed; lower: more "
+          "faithful):")
+    for label, path in outputs.items():
+        print(f"    {label:<36} {area[path]:.4f}")
 
 
 def main():
