@@ -322,21 +322,23 @@ def batch(name, label, repeat, work):
 ATTRIBUTION_METHODS = ["gradient", "grad_x_input", "integrated_gradients(steps=50)", "guided_backprop", "deconvnet",
                        "eps_lrp(eps=0.0001)", "deeplift"]
 SHAP_TARGET = os.path.join(CACHE, "shaplib")  # shap installed here if the environment lacks it
+SALIENCY_TARGET = os.path.join(CACHE, "saliencylib")  # PAIR's saliency, likewise
 
 
-def _shap_path():
-    """Where shap can be imported from ("" if installed), or None, with the reason printed."""
-    if subprocess.run([PYTHON, "-c", "import shap"], capture_output=True).returncode == 0:
+def _peer_path(module: str, requirement: str, target: str):
+    """Where a peer's ``module`` can be imported from ("" if installed), or None,
+    with the reason printed: installed once into ``target`` if missing."""
+    if subprocess.run([PYTHON, "-c", f"import {module}"], capture_output=True).returncode == 0:
         return ""
-    if not os.path.isdir(SHAP_TARGET):
-        print("installing shap for the comparison (once) ...", flush=True)
-        installed = subprocess.run([PYTHON, "-m", "pip", "install", "--quiet", "--target", SHAP_TARGET, "shap"],
+    if not os.path.isdir(target):
+        print(f"installing {requirement} for the comparison (once) ...", flush=True)
+        installed = subprocess.run([PYTHON, "-m", "pip", "install", "--quiet", "--target", target, requirement],
                                    capture_output=True, text=True)
         if installed.returncode:
-            shutil.rmtree(SHAP_TARGET, ignore_errors=True)
-            print(f"  SHAP's DeepExplainer not measured: pip install shap failed ({installed.stderr.strip()[-200:]})")
+            shutil.rmtree(target, ignore_errors=True)
+            print(f"  {requirement} not measured: pip install failed ({installed.stderr.strip()[-200:]})")
             return None
-    return SHAP_TARGET
+    return target
 
 
 def attribution(repeat, work):
@@ -354,10 +356,15 @@ def attribution(repeat, work):
                              "-o", os.path.join(work, f"{index}.npy")]
         for index, method in enumerate(ATTRIBUTION_METHODS)
     }
-    shap_path = _shap_path()
+    shap_path = _peer_path("shap", "shap", SHAP_TARGET)
     if shap_path is not None:
         commands["SHAP DeepExplainer"] = [PYTHON, os.path.join(HERE, "shap_route.py"), source, "x:0", "logits:0", "0",
                                           rows, os.path.join(work, "shap.npy"), *([shap_path] if shap_path else [])]
+    saliency_path = _peer_path("saliency.core", "saliency==0.2.1", SALIENCY_TARGET)
+    if saliency_path is not None:
+        commands["saliency IntegratedGradients(50)"] = [
+            PYTHON, os.path.join(HERE, "saliency_route.py"), source, "x:0", "logits:0", "0", rows,
+            os.path.join(work, "saliency.npy"), *([saliency_path] if saliency_path else [])]
     results = measure(commands, repeat)
     base = results["gradient"][0]
     print("\nattribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows   (ratios against a plain gradient)")
@@ -368,9 +375,18 @@ def attribution(repeat, work):
             os.path.join(work, "shap.npy"))
         print(f"  deeplift vs SHAP DeepExplainer: {results['SHAP DeepExplainer'][0] / results['deeplift'][0]:.2f}x "
               f"faster; largest difference {np.abs(ours - theirs).max():.2e} (values up to {np.abs(theirs).max():.2e})")
+    if saliency_path is not None:
+        ours = np.load(os.path.join(work, f"{ATTRIBUTION_METHODS.index('integrated_gradients(steps=50)')}.npy"))
+        theirs = np.load(os.path.join(work, "saliency.npy"))
+        speed = results["saliency IntegratedGradients(50)"][0] / results["integrated_gradients(steps=50)"][0]
+        print(f"  integrated_gradients vs saliency's: {speed:.2f}x faster; largest difference "
+              f"{np.abs(ours - theirs).max():.2e} (values up to {np.abs(theirs).max():.2e}; the midpoint rule "
+              "against saliency's sum that counts both ends)")
     outputs = {method: os.path.join(work, f"{index}.npy") for index, method in enumerate(ATTRIBUTION_METHODS)}
     if shap_path is not None:
         outputs["SHAP DeepExplainer"] = os.path.join(work, "shap.npy")
+    if saliency_path is not None:
+        outputs["saliency IntegratedGradients(50)"] = os.path.join(work, "saliency.npy")
     found = subprocess.run([PYTHON, os.path.join(HERE, "deletion_auc.py"), source, "x:0", "logits:0", "0", rows,
                             *outputs.values()], check=True, env=ENV, capture_output=True, text=True)
     area = json.loads(found.stdout.strip().splitlines()[-1])
