@@ -60,6 +60,7 @@ class AsStored(ABC):
         return model_from_bytes(self._file.read(0, self._file.size), self.path, GRAPHDEF)
 
     def write(self, target: str, encoding: str | None, sweep_temporaries: bool) -> bool:
+        assert encoding in (None, BINARY), "a text output is written from the parse: open it with Needs(parse=True)"
         return write_chunks(target, self._chunks(), self._file, sweep_temporaries)
 
     @abstractmethod

@@ -189,8 +189,11 @@ class Reading(Protocol):
         """A GraphDef of every field but the top-level nodes (of a stored reading)."""
 
     def model(self) -> Any:
-        """The model parsed whole (:class:`graphgrad.graph.model.Model`), the edits
-        included: read from the file by a stored reading."""
+        """The model parsed whole (:class:`graphgrad.graph.model.Model`): a parsed
+        reading's own, edits included; a stored reading's read from its file as the
+        file holds it (``diff`` asks for it before any edit)."""
 
     def write(self, target: str, encoding: str | None, sweep_temporaries: bool) -> bool:
-        """Write the model, edits included, to ``target``; whether it was written."""
+        """Write the model, edits included, to ``target`` (in ``encoding``: text or
+        binary, None as read; a reading as stored writes binary only, and a job that
+        writes text opens the parse); whether it was written."""
