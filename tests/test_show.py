@@ -175,6 +175,22 @@ def test_without_x_and_y_a_saved_models_signature_gives_the_path(tmp_path):
     assert not any("save" in name.lower() for name in dot_nodes(default.read_text()))
 
 
+def test_a_signature_input_that_reaches_no_output_is_left_out_not_refused(tmp_path):
+    import shutil as files
+
+    from graphgrad import read_model
+
+    folder = tmp_path / "model"
+    files.copytree(fixture("tf2_saved_model"), folder)
+    model = read_model(str(folder))
+    signature = model.message.meta_graphs[0].signature_def["serving_default"]
+    signature.inputs["unused"].name = "saver_filename:0"  # an input on no path to the output
+    (folder / "saved_model.pb").write_bytes(model.message.SerializeToString())
+    run_cli("show", folder, "-o", tmp_path / "default.dot")
+    run_cli("show", fixture("tf2_saved_model"), "-o", tmp_path / "plain.dot")
+    assert (tmp_path / "default.dot").read_text() == (tmp_path / "plain.dot").read_text()
+
+
 @needs_graphviz
 @pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (.ci/run installs Debian's "

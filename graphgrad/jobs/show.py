@@ -55,6 +55,7 @@ class ShowOptions:
     tags: str | None = None
     kind: str | None = None
     ys: tuple = ()  # without y: several outputs to draw up to (a SavedModel's signature)
+    signed: bool = False  # x and ys from the model's signature: an input that reaches no output is left out
 
 
 @dataclass
@@ -143,7 +144,7 @@ def _with_signature(model: Model, options: ShowOptions) -> ShowOptions:
     outputs = tuple(dict.fromkeys(tensor for _, _, outs in serving for _, tensor in outs))
     if not outputs:
         return options
-    return replace(options, x=inputs, ys=outputs)
+    return replace(options, x=inputs, ys=outputs, signed=True)
 
 
 def _mark_findings(picture: Picture, findings: Findings) -> None:
@@ -182,13 +183,14 @@ def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
     on_path = set(nodes)
     if ys:
         on_path &= _reach([_name(y) for y in ys], inputs)
-    if options.x:
+    xs = [x for x in options.x if _name(x) in on_path] if options.signed else list(options.x)
+    if xs:
         consumers: dict = {}
         for name, sources in inputs.items():
             for source in sources:
                 consumers.setdefault(source, []).append(name)
-        on_path &= _reach([_name(x) for x in options.x], consumers)
-        missing = [x for x in options.x if _name(x) not in on_path]
+        on_path &= _reach([_name(x) for x in xs], consumers)
+        missing = [x for x in xs if _name(x) not in on_path]
         if missing:
             raise UsageError(f"{missing[0]} is not an ancestor of {' or '.join(ys)}: no path to draw (graphgrad "
                              "check says the same of its gradient)")
