@@ -306,9 +306,11 @@ class Explainer:
         self.x = run.x_tensors[0]
         with run.graph.as_default():
             self.feed = given_feeds(run.graph, options.feeds)
-        # guided Grad-CAM: Grad-CAM's map from the graph's own gradients, in an explainer of its own
+        # guided Grad-CAM: Grad-CAM's map from the graph's own gradients, in an explainer of its own (noise, if
+        # any, smooths the guided gradient alone)
         self._cam = (Explainer(self.model, Method("gradcam", cam=True),
-                               **{f.name: getattr(options, f.name) for f in fields(options) if f.name != "method"})
+                               **{f.name: getattr(options, f.name) for f in fields(options)
+                                  if f.name not in ("method", "noise")})
                      if method.guided_cam else None)
         _refuse_unfed(self.path, run, self.x, self.feed)
         given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
