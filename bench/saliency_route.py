@@ -7,26 +7,19 @@ gradient of the target's logit:
 SALIENCY_PATH: where ``pip install --target`` put saliency, if it is not installed.
 """
 
-import sys
+from peer_route import arguments, imported
 
-graph_path, x_name, y_name, target, rows_path, out_path = sys.argv[1:7]
-if len(sys.argv) > 7:
-    sys.path.append(sys.argv[7])
+graph_path, x_name, y_name, target, rows_path, out_path = arguments()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import saliency.core as saliency  # noqa: E402
 
-v1 = tf.compat.v1
-v1.disable_eager_execution()
-with open(graph_path, "rb") as stream:
-    v1.import_graph_def(v1.GraphDef.FromString(stream.read()), name="")
-graph = v1.get_default_graph()
-x, y = graph.get_tensor_by_name(x_name), graph.get_tensor_by_name(y_name)
-[gradient] = v1.gradients(y[:, int(target)], [x])
+x, y = imported(graph_path, x_name, y_name)
+[gradient] = tf.compat.v1.gradients(y[:, target], [x])
 rows = np.load(rows_path)
-with v1.Session() as session:
+with tf.compat.v1.Session() as session:
     def call_model(batch, call_model_args=None, expected_keys=None):
         return {saliency.INPUT_OUTPUT_GRADIENTS: session.run(gradient, {x: batch})}
 
