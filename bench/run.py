@@ -75,6 +75,26 @@ def row(label, seconds, rss, base_seconds):
     return f"  {label:<36} {seconds:8.3f} s {rss:8.0f} MB   x{seconds / base_seconds:6.2f}"
 
 
+def table(title, results, base_label):
+    """Print a case's title and a row per command, ratios against ``base_label``'s
+    time; returns that time."""
+    base = results[base_label][0]
+    print(f"\n{title}")
+    for label, (seconds, rss) in results.items():
+        print(row(label, seconds, rss, base))
+    return base
+
+
+def built(name, target):
+    """The cached input ``name``, made by ``make_inputs.py CACHE target`` in a process
+    of its own the first time (a child inherits this process's peak RSS: building
+    here would raise every later row's RSS column)."""
+    path = os.path.join(CACHE, name)
+    if not os.path.exists(path):
+        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, target], check=True, env=ENV)
+    return path
+
+
 OP_COUNTS = "click + op counts, no checks"
 RESET = "graphgrad reset of the rewrite"
 DIFF = "graphgrad diff, input vs rewrite"
@@ -125,10 +145,8 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
         "python start-up": [PYTHON, "-c", "pass"],
     }, repeat, before=prepare)
     startup = results["python start-up"]
-    floor = results["protobuf floor (parse+set+write)"][0]
-    print(f"\n{name}: {size:.1f} MB   (ratios against the protobuf floor)")
-    for label, (seconds, rss) in results.items():
-        print(row(label, seconds, rss, floor))
+    floor = table(f"{name}: {size:.1f} MB   (ratios against the protobuf floor)", results,
+                  "protobuf floor (parse+set+write)")
     rewrite, tf_route = results["graphgrad rewrite"][0], results["TensorFlow route"][0]
     ops_floor = results["protobuf parse only"][0]
     copy_floor = results["copy (I/O limit)"][0] + startup[0]
@@ -153,9 +171,7 @@ def single_file(name, op_type, spec, repeat, work, small_nodes=False, edits=None
 
 def embed_20k(repeat, work, instructions=False):
     """--embed of 20,000 nodes among 100k small nodes, against rewrite of the same nodes."""
-    source = os.path.join(CACHE, "chain20k.pb")
-    if not os.path.exists(source):
-        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "chain20k"], check=True, env=ENV)
+    source = built("chain20k.pb", "chain20k")
     out = os.path.join(work, "out.pb")
 
     def prepare(_):
@@ -167,10 +183,7 @@ def embed_20k(repeat, work, instructions=False):
         "graphgrad rewrite": GRAPHGRAD + ["rewrite", source, *rules],
         "graphgrad rewrite --embed": GRAPHGRAD + ["rewrite", source, *rules, "--embed"],
     }, repeat, before=prepare)
-    base = results["graphgrad rewrite"][0]
-    print("\nchain20k.pb: 100k small nodes, 20,000 Signs   (ratios against rewrite)")
-    for label, (seconds, rss) in results.items():
-        print(row(label, seconds, rss, base))
+    table("chain20k.pb: 100k small nodes, 20,000 Signs   (ratios against rewrite)", results, "graphgrad rewrite")
     if instructions:
         counts = {label: instructions_of(GRAPHGRAD + ["rewrite", source, *rules, *extra], prepare)
                   for label, extra in (("rewrite", []), ("rewrite --embed", ["--embed"]))}
@@ -182,9 +195,7 @@ def rules_20k(repeat, work):
     """20,000 name-glob rules (a rules file of 0.9 MB) on 100k small nodes, against
     one --op rule selecting the same 20,000 Signs: rules are matched through an
     index of their globs' literal starts, not tried on every node."""
-    source = os.path.join(CACHE, "chain20k.pb")
-    if not os.path.exists(source):
-        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "chain20k"], check=True, env=ENV)
+    source = built("chain20k.pb", "chain20k")
     rules = os.path.join(work, "rules.toml")
     with open(rules, "w") as stream:
         for index in range(20_000):
@@ -195,49 +206,36 @@ def rules_20k(repeat, work):
         "graphgrad rewrite, 20,000 glob rules": GRAPHGRAD + ["rewrite", source, "--rules", rules, "--force",
                                                              "--allow-missing", "-o", out],
     }, repeat, before=lambda _: os.path.exists(out) and os.remove(out))
-    base = results["graphgrad rewrite --op Sign=ste"][0]
-    print("\nchain20k.pb: 100k small nodes, 20,000 glob rules   (ratios against one --op rule)")
-    for label, (seconds, rss) in results.items():
-        print(row(label, seconds, rss, base))
+    table("chain20k.pb: 100k small nodes, 20,000 glob rules   (ratios against one --op rule)", results,
+          "graphgrad rewrite --op Sign=ste")
 
 
 def nested(repeat, work):
     """check through nested function calls, 6 and 12 deep: each level's gradient copy
     inlines the calls below it, so the time grows with the depth, not exponentially."""
-    if not os.path.exists(os.path.join(CACHE, "nested12.pb")):
-        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "nested"], check=True, env=ENV)
+    built("nested12.pb", "nested")
     results = measure({
         f"graphgrad check, {depth} nested calls": GRAPHGRAD + ["check", os.path.join(CACHE, f"nested{depth}.pb"),
                                                             "--x", "x", "--y", "y"]
         for depth in (6, 12)
     }, repeat)
-    base = results["graphgrad check, 6 nested calls"][0]
-    print("\nnested{6,12}.pb: tf.functions each calling the next   (ratios against 6 deep)")
-    for label, (seconds, rss) in results.items():
-        print(row(label, seconds, rss, base))
-    # Built in a process of its own: a child inherits this one's peak RSS, so
-    # this process stays small (every later case's RSS column would read its size).
-    source, out = os.path.join(CACHE, "calls10k.pb"), os.path.join(work, "calls10k_out.pb")
-    if not os.path.exists(source):
-        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "calls10k"], check=True, env=ENV)
+    table("nested{6,12}.pb: tf.functions each calling the next   (ratios against 6 deep)", results,
+          "graphgrad check, 6 nested calls")
+    source, out = built("calls10k.pb", "calls10k"), os.path.join(work, "calls10k_out.pb")
     edits = measure({
         "graphgrad rewrite --op Sign=ste": GRAPHGRAD + ["rewrite", source, "--op", "Sign=ste", "-o", out],
         "graphgrad insert at the input": GRAPHGRAD + ["insert", source, "--at", "x:0", "--grad", "scale(2)",
                                                        "-o", out],
     }, repeat, before=lambda _: os.path.exists(out) and os.remove(out))
-    base = edits["graphgrad rewrite --op Sign=ste"][0]
-    print("\ncalls10k.pb: 10,000 functions, each a Sign and a call of the next   (ratios against rewrite)")
-    for label, (seconds, rss) in edits.items():
-        print(row(label, seconds, rss, base))
+    table("calls10k.pb: 10,000 functions, each a Sign and a call of the next   (ratios against rewrite)", edits,
+          "graphgrad rewrite --op Sign=ste")
 
 
 def show(repeat, work):
     """show of the path x -> logits through about 25,000 nodes in name scopes (an
     Inception's size), against ops of the same file and Graphviz's own layout of the
     picture (issue 31: at most 3x ops, plus the layout)."""
-    source = os.path.join(CACHE, "inception_like.pb")
-    if not os.path.exists(source):
-        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "inception_like"], check=True, env=ENV)
+    source = built("inception_like.pb", "inception_like")
     page, dot = os.path.join(work, "path.html"), os.path.join(work, "path.dot")
     subprocess.run(GRAPHGRAD + ["show", source, "--x", "x", "--y", "logits", "-o", dot], check=True, env=ENV,
                    stdout=subprocess.DEVNULL)
@@ -247,10 +245,7 @@ def show(repeat, work):
         "graphgrad show --x --y, .html": GRAPHGRAD + ["show", source, "--x", "x", "--y", "logits", "-o", page],
         layout: ["dot", "-Tsvg", dot, "-o", os.path.join(work, "path.svg")],
     }, repeat)
-    base = results["graphgrad ops"][0]
-    print("\ninception_like.pb: 25,502 nodes in name scopes   (ratios against ops)")
-    for label, (seconds, rss) in results.items():
-        print(row(label, seconds, rss, base))
+    base = table("inception_like.pb: 25,502 nodes in name scopes   (ratios against ops)", results, "graphgrad ops")
     limit = 3 * base + results[layout][0]
     print(f"  show vs 3x ops + layout: {results['graphgrad show --x --y, .html'][0] / limit:.2f}x the limit; "
           f"page {os.path.getsize(page) / 2**20:.2f} MB")
@@ -267,10 +262,9 @@ def unfreeze(repeat, work):
         "graphgrad unfreeze": GRAPHGRAD + ["unfreeze", source, "-o", out, "--force"],
         route: [PYTHON, os.path.join(HERE, "unfreeze_route.py"), source, out],
     }, repeat, before=lambda _: shutil.rmtree(out, ignore_errors=True))
-    base_seconds, base_rss = results[route]
-    print("\ndense.pb: 95.4 MB, 40 layers' weights made variables   (ratios against the TensorFlow route)")
-    for label, (seconds, rss) in results.items():
-        print(row(label, seconds, rss, base_seconds))
+    base_seconds = table("dense.pb: 95.4 MB, 40 layers' weights made variables   (ratios against the TensorFlow "
+                         "route)", results, route)
+    base_rss = results[route][1]
     seconds, rss = results["graphgrad unfreeze"]
     print(f"  unfreeze vs TensorFlow route: {seconds / base_seconds:.2f}x the time, {rss / base_rss:.2f}x the peak RSS")
 
@@ -346,9 +340,7 @@ def attribution(repeat, work):
     against SHAP's DeepExplainer (the same rule) on the same graph, 64 rows."""
     import numpy as np
 
-    source = os.path.join(CACHE, "attribution.pb")
-    if not os.path.exists(source):
-        subprocess.run([PYTHON, os.path.join(HERE, "make_inputs.py"), CACHE, "attribution"], check=True, env=ENV)
+    source = built("attribution.pb", "attribution")
     rows = os.path.join(work, "rows.npy")
     np.save(rows, np.random.default_rng(0).uniform(0, 1, size=(64, 784)).astype(np.float32))
     commands = {
@@ -366,10 +358,8 @@ def attribution(repeat, work):
             PYTHON, os.path.join(HERE, "saliency_route.py"), source, "x:0", "logits:0", "0", rows,
             os.path.join(work, "saliency.npy"), *([saliency_path] if saliency_path else [])]
     results = measure(commands, repeat)
-    base = results["gradient"][0]
-    print("\nattribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows   (ratios against a plain gradient)")
-    for label, (seconds, rss) in results.items():
-        print(row(label, seconds, rss, base))
+    table("attribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows   (ratios against a plain "
+          "gradient)", results, "gradient")
     if shap_path is not None:
         ours, theirs = np.load(os.path.join(work, f"{ATTRIBUTION_METHODS.index('deeplift')}.npy")), np.load(
             os.path.join(work, "shap.npy"))
