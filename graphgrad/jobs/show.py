@@ -94,13 +94,15 @@ def findings_of_check(report: Any) -> Findings:
     return findings
 
 
-def require_output(out: str, formats: Iterable[str] = FORMATS, option: str = "-o") -> str:
+def require_output(out: str, formats: tuple = FORMATS, option: str = "-o") -> str:
     """The extension of a picture's output path, refused (one line) unless it is one
     of ``formats`` in a folder that exists: before any work is done."""
     extension = os.path.splitext(out)[1].lower()
     if extension not in formats:
-        raise UsageError(f"{option} {out}: graphgrad writes {', '.join(formats)} there; name a file ending in "
-                         "one of them")
+        *others, last = formats
+        written = f"{', '.join(others)} or {last}" if others else last
+        raise UsageError(f"{option} {out}: graphgrad writes {written} there; name a file ending in "
+                         f"{'one of them' if others else last}")
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise UsageError(f"{option} {out}: no directory {folder}; create it first")
