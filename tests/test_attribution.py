@@ -65,11 +65,50 @@ def test_deeplift_rescales_by_the_difference_to_the_baseline_half_of_the_batch()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("signal_from_input", [True, False])
+def test_signal_take_all_gives_the_signal_its_own_gradient_and_the_gate_none(signal_from_input):
+    """On sigmoid(a) * s: ds gets dy * sigmoid(a), da nothing, where s is computed from a
+    placeholder; where s is a constant, the op's own gradient (the gate is the signal)."""
+    a_value, s_value = RNG.normal(size=(3, 4)).astype(np.float32), RNG.normal(size=(3, 4)).astype(np.float32)
+    dy = RNG.normal(size=(3, 4)).astype(np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        a = v1.placeholder(tf.float32, [3, 4])
+        signal = tf.tanh(v1.placeholder_with_default(s_value, [3, 4])) if signal_from_input else tf.constant(s_value)
+        product = tf.sigmoid(a) * signal
+        graphgrad.override(graph, {"Mul": "signal_take_all"})
+        to_gate, to_signal = v1.gradients(product, [a, signal], grad_ys=dy)
+        with v1.Session(graph=graph) as session:
+            if signal_from_input:
+                assert to_gate is None
+                got = session.run(to_signal, {a: a_value})
+                np.testing.assert_allclose(got, dy / (1 + np.exp(-a_value)), rtol=1e-6)
+            else:
+                gate = 1 / (1 + np.exp(-a_value))
+                np.testing.assert_allclose(session.run(to_gate, {a: a_value}), dy * s_value * gate * (1 - gate),
+                                           rtol=1e-5)
+
+
 def test_redirected_relu_lets_a_dead_row_through_except_what_pushes_it_lower():
     x = np.array([[-1.0, -2.0, -0.5], [1.0, -1.0, 2.0]], np.float32)  # row 0: every unit off
     dy = np.array([[0.5, -0.3, -0.2], [0.4, 0.7, -0.1]], np.float32)
     got, _ = rule_and_reference("Relu", "redirected_relu", lambda x, y, dy: dy, x, dy)
     np.testing.assert_array_equal(got, np.array([[0.0, -0.3, -0.2], [0.4, 0.0, -0.1]], np.float32))
+
+
+def test_the_docs_list_every_op_type_each_method_covers():
+    """docs/commands.md's table of op types with a rule, and its list of the op types
+    every method passes through, are the code's."""
+    docs = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "docs", "commands.md")).read().split())
+    rows = []
+    for text in graphgrad.tf.attribute.METHODS:
+        method = graphgrad.tf.attribute.parse_method(text)
+        covered = sorted({op_type for op_types, _ in method.rules for op_type in op_types} | set(method.kept))
+        if covered:
+            rows.append(f"| `{method.name.split('(')[0]}` | {', '.join(covered)} |")
+    assert "| method | op types | |---|---| " + " ".join(rows) + " Op types every method" in docs
+    passed = ", ".join(sorted(graphgrad.tf.attribute.PASS_THROUGH))
+    assert f"(linear in their data input, routing values, or carrying no float): {passed}." in docs
 
 
 def attribute(tmp_path, model, method, rows, *args, expect=0):
@@ -879,6 +918,153 @@ def test_deeplift_splits_a_product_of_two_changing_factors_and_stays_complete(tm
         assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)
 
 
+LINEAR_SOFTMAX = RNG.normal(size=(4, 3)).astype(np.float32) * 3, RNG.normal(size=3).astype(np.float32)
+
+
+def linear_softmax(op_type):
+    def build():
+        x = v1.placeholder(tf.float32, [None, 4], name="x")
+        weights, bias = LINEAR_SOFTMAX
+        getattr(tf.nn, "softmax" if op_type == "Softmax" else "log_softmax")(tf.matmul(x, weights) + bias,
+                                                                               name="probs")
+    return build
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+def test_deeplift_on_softmax_is_shaps_split_into_exponentials_and_their_normaliser(tmp_path, op_type):
+    """x -> logits z = x W + b -> softmax: each logit's multiplier, written out in NumPy
+    as SHAP defines it (each row's max out, the rescale of exp, and the Shapley split
+    of e_j / S: e_j gets the mean of 1 / S, S the mean of e_j times -1 / (S S0)), times
+    W, times x - baseline; complete."""
+    path = _graph_file(tmp_path, linear_softmax(op_type))
+    rows, baseline = RNG.normal(size=(5, 4)).astype(np.float32), RNG.normal(size=(1, 4)).astype(np.float32)
+    report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
+                                "--baseline", _saved_as(tmp_path / "b.npy", baseline), "--y", "probs", "--target",
+                                "2", "-o", tmp_path / "out.npy", "--json").stdout)
+    assert report["rules"] == {op_type: "deeplift"} and report["uncovered"] == []
+    weights, bias = (part.astype(np.float64) for part in LINEAR_SOFTMAX)
+    z, z0 = rows.astype(np.float64) @ weights + bias, baseline.astype(np.float64) @ weights + bias
+    c, c0 = z - z.max(1, keepdims=True), z0 - z0.max(1, keepdims=True)  # each row's max out
+    e, e0 = np.exp(c), np.exp(c0)
+    total, total0 = e.sum(1, keepdims=True), e0.sum(1, keepdims=True)
+    dy = np.eye(3)[[2]]
+    with np.errstate(invalid="ignore"):  # 0 / 0 at each row's max when both rows have it in one place
+        exp_rescale = np.where(c == c0, e, (e - e0) / (c - c0))
+    if op_type == "Softmax":
+        to_sum = -(dy * (e + e0) / 2).sum(1, keepdims=True) / (total * total0)
+        of_c = (dy * (1 / total + 1 / total0) / 2 + to_sum) * exp_rescale
+    else:
+        log_rescale = (np.log(total) - np.log(total0)) / (total - total0)
+        of_c = dy - log_rescale * exp_rescale
+    multiplier = of_c * (c - c0) / (z - z0)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), (multiplier @ weights.T) * (rows - baseline),
+                               rtol=1e-5, atol=1e-7)
+    for check in report["completeness"]:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-7)
+
+
+def attention_pooling():
+    """x (N, 6) -> scores x A (6 positions) -> softmax weights times values x V -> y:
+    a softmax inside the net, multiplied by another tensor computed from x."""
+    rng = np.random.default_rng(3)
+    x = v1.placeholder(tf.float32, [None, 6], name="x")
+    weights = tf.nn.softmax(tf.matmul(x, rng.standard_normal((6, 6)).astype(np.float32) * 2))
+    values = tf.tanh(tf.matmul(x, rng.standard_normal((6, 6)).astype(np.float32)))
+    tf.reduce_sum(weights * values, axis=1, keepdims=True, name="y")
+
+
+def test_deeplift_is_complete_through_softmax_attention_weights(tmp_path):
+    path = _graph_file(tmp_path, attention_pooling)
+    rows = RNG.normal(size=(4, 6)).astype(np.float32) * 2
+    report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
+                                "--y", "y", "-o", tmp_path / "out.npy", "--json").stdout)
+    assert report["rules"] == {"Mul": "deeplift", "Softmax": "deeplift", "Tanh": "deeplift"}
+    for check in report["completeness"]:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)
+
+
+def test_eps_lrp_gives_a_gates_relevance_to_its_signal_and_conserves_it(tmp_path):
+    """LRP's signal-take-all rule on gate * candidate: the relevance of the product goes
+    to the candidate (whose Tanh passes it on, y / x), none to the Sigmoid gate; without
+    biases the row's relevance is its logit."""
+    path = _graph_file(tmp_path, gated_net)
+    rows = RNG.normal(size=(4, 4)).astype(np.float32)
+    report = json.loads(run_cli("attribute", path, "--method", "eps_lrp(eps=1e-6)", "--input", _saved(tmp_path, rows),
+                                "--y", "logits", "--target", "1", "-o", tmp_path / "out.npy", "--json").stdout)
+    assert report["rules"] == {"Mul": "signal_take_all", "Sigmoid": "eps_lrp(eps=1e-06)",
+                               "Tanh": "eps_lrp(eps=1e-06)"} and report["uncovered"] == []
+    rng = np.random.default_rng(12)  # gated_net's weights
+    gate_weights, candidate_weights, out_weights = (rng.standard_normal(shape).astype(np.float32)
+                                                    for shape in ((4, 5), (4, 5), (5, 3)))
+    x = rows.astype(np.float64)
+    gate, z = 1 / (1 + np.exp(-x @ gate_weights)), x @ candidate_weights
+    relevance = gate * np.tanh(z) * 2 * out_weights[:, 1]  # of each candidate unit, the product's own
+    want = x * ((relevance / (z + 1e-6 * np.where(z >= 0, 1, -1))) @ candidate_weights.T)
+    got = np.load(tmp_path / "out.npy")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got.sum(1), (gate * np.tanh(z) * 2) @ out_weights[:, 1], rtol=1e-4)
+
+
+def unrolled_gru():
+    """x (N, 3 steps, 2) -> a GRU of 4 units unrolled by hand as TF1's GRUCell writes it
+    (one Sigmoid split into the reset and update gates; h = u * h + (1 - u) * c), no
+    biases, from a zero state -> y (N, 2)."""
+    rng = np.random.default_rng(8)
+    x = v1.placeholder(tf.float32, [None, 3, 2], name="x")
+    gate_weights, candidate_weights = (rng.standard_normal((6, n)).astype(np.float32) for n in (8, 4))
+    state = tf.zeros_like(tf.matmul(x[:, 0], np.zeros((2, 4), np.float32)))
+    for step in range(3):
+        reset, update = tf.split(tf.sigmoid(tf.matmul(tf.concat([x[:, step], state], 1), gate_weights)), 2, axis=1)
+        candidate = tf.tanh(tf.matmul(tf.concat([x[:, step], reset * state], 1), candidate_weights))
+        state = update * state + (1 - update) * candidate
+    tf.matmul(state, rng.standard_normal((4, 2)).astype(np.float32), name="y")
+
+
+def test_eps_lrp_conserves_the_relevance_through_a_grus_gates(tmp_path):
+    """Signal-take-all on the reset and update gates (a split Sigmoid, and one minus
+    it): without biases and from a zero state, each row's relevance is its output."""
+    path = _graph_file(tmp_path, unrolled_gru)
+    rows = RNG.normal(size=(4, 3, 2)).astype(np.float32)
+    report = json.loads(run_cli("attribute", path, "--method", "eps_lrp(eps=1e-7)", "--input", _saved(tmp_path, rows),
+                                "--y", "y", "--target", "1", "-o", tmp_path / "out.npy", "--json").stdout)
+    assert report["uncovered"] == [] and report["rules"]["Mul"] == "signal_take_all"
+    graph = tf.Graph()
+    with graph.as_default():
+        unrolled_gru()
+        with v1.Session(graph=graph) as session:
+            outputs = session.run("y:0", {"x:0": rows})[:, 1]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy").sum(axis=(1, 2)), outputs, rtol=1e-4)
+
+
+def ungated_product():
+    rng = np.random.default_rng(5)
+    x = v1.placeholder(tf.float32, [None, 4], name="x")
+    tf.identity(tf.tanh(tf.matmul(x, rng.standard_normal((4, 3)).astype(np.float32)))
+                * tf.tanh(tf.matmul(x, rng.standard_normal((4, 3)).astype(np.float32))), name="y")
+
+
+@pytest.mark.parametrize("method", ["eps_lrp", "eps_lrp_layers"])
+def test_eps_lrp_names_a_product_without_a_gate(tmp_path, method):
+    path = _graph_file(tmp_path, ungated_product)
+    result = run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, RNG.normal(size=(2, 4))
+                                                                               .astype(np.float32)),
+                     "--y", "y", "--target", "0", "-o", tmp_path / "out.npy", expect=1)
+    assert "has no rule for Mul (of two tensors computed from x, neither a gate) on the path" in result.stderr
+
+
+def test_eps_lrp_passes_a_softmax_outputs_relevance_to_its_logit(tmp_path):
+    path = _graph_file(tmp_path, linear_softmax("Softmax"))
+    rows = RNG.normal(size=(3, 4)).astype(np.float32)
+    report = json.loads(run_cli("attribute", path, "--method", "eps_lrp(eps=0.01)", "--input", _saved(tmp_path, rows),
+                                "--y", "probs", "--target", "0", "-o", tmp_path / "out.npy", "--json").stdout)
+    assert report["rules"] == {"Softmax": "eps_lrp(eps=0.01)"}
+    weights, bias = LINEAR_SOFTMAX
+    z = rows.astype(np.float64) @ weights + bias
+    probability = np.exp(z[:, :1]) / np.exp(z).sum(1, keepdims=True)
+    want = rows * weights[:, 0] * probability / (z[:, :1] + 0.01 * np.where(z[:, :1] >= 0, 1, -1))
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), want, rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.slow
 def test_deeplift_is_complete_on_a_real_frozen_lstm(tmp_path):
     """DL4J's LSTM on MNIST (28 steps unrolled: 84 gate products, Sigmoid and Tanh):
@@ -898,9 +1084,10 @@ def test_deeplift_is_complete_on_a_real_frozen_lstm(tmp_path):
 
 @pytest.mark.slow
 def test_every_method_on_a_real_frozen_model_runs_or_says_in_one_line_what_it_lacks(tmp_path):
-    """DL4J's LSTM on MNIST images: each method runs, or is refused before the run,
-    naming the op types it has no rule for (eps-LRP and LRP alpha-beta: the gate
-    products and activations) or the 4-D layer a class activation map needs."""
+    """DL4J's LSTM on MNIST images: each method runs (eps-LRP through its gates by the
+    signal-take-all rule), or is refused before the run, naming the op types it has
+    no rule for (LRP alpha-beta: the gate products and activations) or the 4-D layer
+    a class activation map needs."""
     source = os.path.join(REALGRAPHS, "dl4j-tf-examples/src/main/resources/tf_graphs/examples/lstm_mnist",
                           "frozen_model.pb")
     if not os.path.exists(source):
@@ -917,5 +1104,5 @@ def test_every_method_on_a_real_frozen_model_runs_or_says_in_one_line_what_it_la
             [line] = result.stderr.strip().splitlines()
             assert "has no rule for" in line or "needs a 4-D (N, H, W, C) layer" in line, (method, line)
     assert {name for name, code in outcomes.items() if code == 0} == {
-        "gradient", "grad_x_input", "integrated_gradients", "guided_backprop", "deconvnet", "deeplift", "deepshap",
-        "expected_gradients", "occlusion"}
+        "gradient", "grad_x_input", "integrated_gradients", "guided_backprop", "deconvnet", "eps_lrp", "eps_lrp_layers",
+        "deeplift", "deepshap", "expected_gradients", "occlusion"}

@@ -181,7 +181,7 @@ def test_every_builtin_is_covered_here():
     tested = {"identity", "ste", "approx_sign", "swish_sign", "triangle", "zero", "guided_relu",
               "scale", "reverse", "clip_value", "clip_norm", "noise", "select", "call"}
     tested |= {"deconvnet", "eps_lrp", "eps_lrp_linear", "lrp_alpha_beta", "deeplift",
-               "redirected_relu"}  # in tests/test_attribution.py
+               "redirected_relu", "signal_take_all"}  # in tests/test_attribution.py
     assert {entry.name for entry in REGISTRY.entries() if entry.kind != "user"} == tested
 
 

@@ -4,6 +4,8 @@ a method is these rules on the nonlinear ops, then the gradient times the input
 (see :mod:`graphgrad.tf.attribute`).
 """
 
+from typing import Any
+
 from ..errors import SpecError
 from .common import first_input_only, own_gradient
 from .masking import RELU_FAMILY
@@ -16,6 +18,19 @@ NONLINEARITIES = RELU_FAMILY + ("Sigmoid", "Tanh", "Softplus", "Softsign")
 MAX_POOLS = ("MaxPool", "MaxPoolV2", "MaxPool3D")
 # Products: nonlinear when both factors change with x (an LSTM's or a GRU's gates).
 PRODUCTS = ("Mul",)
+# Softmax over the last axis (a classifier's head, attention weights): deeplift
+# splits it into the exponentials and their normaliser, as SHAP does.
+SOFTMAXES = ("Softmax", "LogSoftmax")
+# Every op type deeplift has a rule for.
+DEEPLIFT_OPS = NONLINEARITIES + MAX_POOLS + PRODUCTS + SOFTMAXES
+# Where a gate comes from: a product's factor computed by one of these (or one minus
+# it, a GRU's 1 - z) scales the other factor, the signal, as LRP treats gates.
+GATES = ("Sigmoid", "Softmax")
+# What a gate may pass through on its way to the product, unchanged or cut into parts
+# (a GRU cell splits one Sigmoid into its reset and update gates): op type -> the
+# index of the input it passes on.
+_FORWARDS = {"Identity": 0, "Snapshot": 0, "Split": 1, "SplitV": 0, "Unpack": 0, "Slice": 0, "StridedSlice": 0,
+             "Reshape": 0}
 # The linear layers LRP's alpha-beta rule redistributes relevance across.
 LINEAR_LAYERS = ("MatMul", "Conv2D")
 _STABILISER = 1e-9  # keeps an all-zero z+ or z- from dividing by zero (its share is zero then)
@@ -33,9 +48,10 @@ def deconvnet(tf, op, grads):
 @builtin(
     REPLACEMENT,
     Param("eps", float, 1e-4),
-    formula="dy * y / (x + eps * sign(x)), sign(0) = 1  (epsilon-LRP, as DeepExplain)",
+    formula="dy * y / (x + eps * sign(x)), sign(0) = 1; on softmax, each output's relevance to its own "
+            "logit, the normaliser taken as a gate  (epsilon-LRP, as DeepExplain)",
     check=check_positive("eps"),
-    op_types=NONLINEARITIES,
+    op_types=NONLINEARITIES + ("Softmax",),
 )
 def eps_lrp(tf, op, grads, eps):
     x, y = op.inputs[0], op.outputs[0]
@@ -48,15 +64,18 @@ def eps_lrp(tf, op, grads, eps):
     formula="dy * (y - y0) / (x - x0), the op's own gradient where |x - x0| < 1e-6; on max pooling, the "
             "rescale over each window, as SHAP defines it; on a product a * b, each factor's multiplier the "
             "mean of the other's two values, dy * (b + b0) / 2 (the Shapley split of SHAP's two-input rule, "
-            "which gates need)  (DeepLIFT rescale; the batch is inputs then baselines, as SHAP's "
-            "DeepExplainer runs it)",
-    op_types=NONLINEARITIES + MAX_POOLS + PRODUCTS,
+            "which gates need); on softmax e_j / S, the rescale of each exponential and the two-input rule "
+            "between it and the normaliser S = sum_k e_k (log softmax: log S rescaled)  (DeepLIFT rescale; "
+            "the batch is inputs then baselines, as SHAP's DeepExplainer runs it)",
+    op_types=DEEPLIFT_OPS,
 )
 def deeplift(tf, op, grads):
     if op.type in MAX_POOLS:
         return _deeplift_max_pool(tf, op, grads)
     if op.type in PRODUCTS:
         return _deeplift_product(tf, op, grads)
+    if op.type in SOFTMAXES:
+        return _deeplift_softmax(tf, op, grads)
     x, y = op.inputs[0], op.outputs[0]
     x_in, x_ref = tf.split(x, 2)
     y_in, y_ref = tf.split(y, 2)
@@ -90,6 +109,42 @@ def _deeplift_product(tf, op, grads):
     return [summed_to(grads[0] * centred(b), a), summed_to(grads[0] * centred(a), b)]
 
 
+def _deeplift_softmax(tf, op, grads):
+    """DeepLIFT for softmax over the last axis as SHAP's DeepExplainer decomposes it:
+    c = x - max(x) for the input and the baseline each, e_j = exp(c_j), S = sum_k e_k,
+    s_j = e_j / S; the rescale rule on each exponential, the sum linear, and SHAP's
+    two-input rule between e_j and 1 / S (e_j's multiplier the mean of 1 / S at input
+    and baseline; S's the mean of e_j times (1/S - 1/S0) / (S - S0) = -1 / (S S0)).
+    Log softmax is c_j - log S, log S rescaled. Each max is taken out of its own row,
+    which keeps the two-input rule's shares of the order of s (one shift for both rows
+    makes the smaller row's S tiny, and the shares cancel in the large); the
+    multipliers of c then carry over to x by c's change over x's (where x's change is
+    below 1e-12, c's multiplier, as SHAP does). Computed in float64."""
+    x = op.inputs[0]
+    x_in, x_ref = tf.split(tf.cast(x, tf.float64), 2)
+    c_in, c_ref = x_in - tf.reduce_max(x_in, -1, keepdims=True), x_ref - tf.reduce_max(x_ref, -1, keepdims=True)
+    exp_in, exp_ref = tf.exp(c_in), tf.exp(c_ref)
+    sum_in, sum_ref = tf.reduce_sum(exp_in, -1, keepdims=True), tf.reduce_sum(exp_ref, -1, keepdims=True)
+    dy = tf.split(tf.cast(grads[0], tf.float64), 2)[0]  # both halves carry the same multipliers
+    exp_rescale = _rescale(tf, exp_in - exp_ref, c_in - c_ref, exp_in)
+    if op.type == "Softmax":
+        to_exp = dy * (1 / sum_in + 1 / sum_ref) / 2
+        to_sum = -tf.reduce_sum(dy * (exp_in + exp_ref) / 2, -1, keepdims=True) / (sum_in * sum_ref)
+        of_c = (to_exp + to_sum) * exp_rescale
+    else:
+        log_rescale = _rescale(tf, tf.math.log(sum_in) - tf.math.log(sum_ref), sum_in - sum_ref, 1 / sum_in)
+        of_c = dy - tf.reduce_sum(dy, -1, keepdims=True) * log_rescale * exp_rescale
+    multiplier = _rescale(tf, of_c * (c_in - c_ref), x_in - x_ref, of_c)
+    return first_input_only(op, tf.cast(tf.concat([multiplier, multiplier], 0), x.dtype))
+
+
+def _rescale(tf, change_out, change_in, where_unchanged):
+    """change_out / change_in, and ``where_unchanged`` where |change_in| < 1e-12."""
+    unchanged = tf.abs(change_in) < 1e-12
+    return tf.where(unchanged, where_unchanged + tf.zeros_like(change_out),
+                    change_out / tf.where(unchanged, tf.ones_like(change_in), change_in))
+
+
 def _deeplift_max_pool(tf, op, grads):
     """DeepLIFT's rescale rule for max pooling (SHAP's DeepExplainer, ``maxpool``): the
     change of each window's max from the baseline to the input, split between the
@@ -121,6 +176,58 @@ def eps_lrp_linear(tf, op, grads, eps):
     z = op.outputs[0]
     stabiliser = tf.where(z >= 0, tf.ones_like(z), -tf.ones_like(z)) * tf.cast(eps, z.dtype)
     return first_input_only(op, own_gradient(op, [grads[0] * z / (z + stabiliser)])[0])
+
+
+def gate_factor(op: Any) -> int | None:
+    """Which input of the product ``op`` is a gate: the output of a Sigmoid or a
+    Softmax, or one minus it (through Identity, or a part of it), where the other
+    input is not one; None where neither or both are."""
+    gates = [index for index, factor in enumerate(op.inputs) if _is_gate(factor)]
+    return gates[0] if len(op.inputs) == 2 and len(gates) == 1 else None
+
+
+def _is_gate(tensor: Any) -> bool:
+    op = _forwarded(tensor).op
+    if op.type == "Sub":  # 1 - z (a GRU's update gate, kept for the candidate)
+        return _forwarded(op.inputs[0]).op.type == "Const" and _is_gate(op.inputs[1])
+    return op.type in GATES
+
+
+def _forwarded(tensor: Any) -> Any:
+    while tensor.op.type in _FORWARDS:
+        tensor = tensor.op.inputs[_FORWARDS[tensor.op.type]]
+    return tensor
+
+
+def _computed_from_inputs(tensor: Any) -> bool:
+    """Whether ``tensor`` depends on a floating-point placeholder of its graph (the
+    graph's inputs; in a function body, its arguments), through loops included."""
+    seen, pending = {tensor.op.name}, [tensor.op]
+    while pending:
+        op = pending.pop()
+        if op.type in ("Placeholder", "PlaceholderWithDefault") and op.outputs[0].dtype.is_floating:
+            return True
+        for source in op.inputs:
+            if source.op.name not in seen:
+                seen.add(source.op.name)
+                pending.append(source.op)
+    return False
+
+
+@builtin(
+    REPLACEMENT,
+    formula="on a product gate * signal (the gate a Sigmoid's or Softmax's output, or one minus it), the "
+            "op's own gradient to the signal and none to the gate, where the signal is computed from the "
+            "graph's inputs; elsewhere the op's own gradient  (LRP's signal-take-all rule for LSTM and GRU "
+            "gates, Arras et al. 2017)",
+    op_types=PRODUCTS,
+)
+def signal_take_all(tf, op, grads):
+    own = own_gradient(op, grads)
+    gate = gate_factor(op)
+    if gate is not None and _computed_from_inputs(op.inputs[1 - gate]):
+        own[gate] = None
+    return own
 
 
 def _check_alpha_beta(params: dict) -> None:

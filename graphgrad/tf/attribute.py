@@ -21,7 +21,7 @@ from ..edits.select import OP, Rule
 from ..errors import GraphgradError, UsageError
 from ..files.reading import read_model
 from ..graph.model import Model
-from ..gradients.attribution import LINEAR_LAYERS, MAX_POOLS, NONLINEARITIES, PRODUCTS
+from ..gradients.attribution import DEEPLIFT_OPS, LINEAR_LAYERS, MAX_POOLS, NONLINEARITIES, PRODUCTS, gate_factor
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import first_names, function_bodies, functions_run
@@ -85,6 +85,8 @@ class Method:
 
 
 PASS_ON_EPS = 1e-9  # eps_lrp_layers' rule at a nonlinearity: y / x, kept finite at x = 0
+SIGNAL_TAKE_ALL = "signal_take_all"
+GATED_PRODUCTS = (PRODUCTS, SIGNAL_TAKE_ALL)  # LRP's rule for gates: a product of two x-dependent tensors needs one
 
 
 def _methods(name: str, args: dict) -> Method:
@@ -112,18 +114,19 @@ def _methods(name: str, args: dict) -> Method:
     elif name == "eps_lrp":
         eps = take("eps", 1e-4)
         spec = parse_spec(f"eps_lrp(eps={eps!r})")  # the gradient's own check of eps
-        method = Method(f"eps_lrp(eps={eps!r})", rules=((NONLINEARITIES, spec.canonical),), times_input=True,
-                        complete=True)
+        method = Method(f"eps_lrp(eps={eps!r})", rules=((NONLINEARITIES + ("Softmax",), spec.canonical),
+                                                        GATED_PRODUCTS), times_input=True, complete=True)
     elif name == "deeplift":
-        method = Method(name, rules=((NONLINEARITIES + MAX_POOLS + PRODUCTS, "deeplift"),), times_input=True,
+        method = Method(name, rules=((DEEPLIFT_OPS, "deeplift"),), times_input=True,
                         baseline=True, complete=True)
     elif name == "eps_lrp_layers":
         eps = take("eps", 1e-4)
         # the nonlinearities pass the relevance on (y / x): eps is the layers' alone
         nonlinear, linear = parse_spec(f"eps_lrp(eps={PASS_ON_EPS!r})"), parse_spec(f"eps_lrp_linear(eps={eps!r})")
-        method = Method(f"eps_lrp_layers(eps={eps!r})", rules=((NONLINEARITIES, nonlinear.canonical),
+        method = Method(f"eps_lrp_layers(eps={eps!r})", rules=((NONLINEARITIES + ("Softmax",), nonlinear.canonical),
                                                                (LINEAR_LAYERS + ("DepthwiseConv2dNative",),
-                                                                linear.canonical)), times_input=True, complete=True)
+                                                                linear.canonical), GATED_PRODUCTS),
+                        times_input=True, complete=True)
     elif name in ("lrp_alpha_beta", "lrp_zplus"):
         alpha, beta = (take("alpha", 1.0), take("beta", 0.0)) if name == "lrp_alpha_beta" else (1.0, 0.0)
         spec = parse_spec(f"lrp_alpha_beta(alpha={alpha!r},beta={beta!r})")  # the gradient's own check
@@ -145,7 +148,7 @@ def _methods(name: str, args: dict) -> Method:
         method = Method(f"expected_gradients(samples={samples},seed={seed})", times_input=True, baseline=True,
                         samples=samples, background=True, seed=seed)
     elif name == "deepshap":
-        method = Method(name, rules=((NONLINEARITIES + MAX_POOLS + PRODUCTS, "deeplift"),), times_input=True,
+        method = Method(name, rules=((DEEPLIFT_OPS, "deeplift"),), times_input=True,
                         baseline=True, complete=True, background=True)
     elif name == "occlusion":
         window, stride, value = take("window", 4, int), take("stride", 0, int), take("value", 0.0)
@@ -181,16 +184,22 @@ def parse_method(text: str) -> Method:
 
 
 # Linear in each input alone: of two tensors that both depend on x, a product (an
-# LSTM's or GRU's gate times its state) is not linear, and no rule covers it.
+# LSTM's or GRU's gate times its state) is not linear; deeplift's rule for Mul
+# covers it, LRP's signal-take-all rule only where one factor is a gate.
 _BILINEAR = ("Mul", "RealDiv", "Div", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 
 
-def _products(path_ops: set, x, covered: set) -> list:
-    """``"Mul (of two tensors computed from x)"`` for each such op type on the path
-    that no rule of ``covered`` takes."""
-    found = {op.type for op in path_ops if op.type in _BILINEAR and op.type not in covered
-             and sum(t.op in path_ops or t is x for t in op.inputs) >= 2}
-    return [f"{op_type} (of two tensors computed from x)" for op_type in sorted(found)]
+def _products(path_ops: set, x, rules: dict) -> list:
+    """``"Mul (of two tensors computed from x)"`` for each op type on the path with
+    such a product that no rule of ``rules`` (op type -> spec) takes."""
+    found = set()
+    for op in path_ops:
+        if op.type in _BILINEAR and sum(t.op in path_ops or t is x for t in op.inputs) >= 2:
+            spec = rules.get(op.type)
+            if spec is None or (spec == SIGNAL_TAKE_ALL and gate_factor(op) is None):
+                found.add(op.type)
+    return [f"{op_type} (of two tensors computed from x{'' if rules.get(op_type) is None else ', neither a gate'})"
+            for op_type in sorted(found)]
 
 
 def _op_types_run(run, ops) -> set:
@@ -318,7 +327,7 @@ class Explainer:
         on_path = _op_types_run(run, self.path_ops)
         self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
         self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH - set(method.kept))
-                          + _products(self.path_ops, self.x, set(given)) if method.rules else [])
+                          + _products(self.path_ops, self.x, given) if method.rules else [])
         if self.uncovered and method.complete and not options.allow_uncovered:
             raise GraphgradError(
                 f"{self.path}: {method.name} has no rule for {', '.join(self.uncovered)} on the path from "
