@@ -28,6 +28,32 @@ def fixture(*parts):
     return os.path.join(FIXTURES, *parts)
 
 
+# What "refused before the run, in one line" may say: the op types a method has no
+# rule for, a class activation map's missing layer, or what an x without a batch
+# axis cannot do.
+REFUSALS = ("has no rule for", "needs a 4-D (N, H, W, C) layer", "has no batch axis")
+
+
+def every_method(source, inputs, out, *args) -> dict:
+    """``graphgrad attribute`` with each method (integrated gradients' steps and
+    expected gradients' samples cut to 4, occlusion's window to 32), each refusal
+    checked to be one line that says why; the names of the methods that ran."""
+    from graphgrad.tf.attribute import METHODS
+
+    ran = set()
+    for method in METHODS:
+        method = method.replace("steps=50", "steps=4").replace("samples=200", "samples=4").replace(
+            "window=4,stride=4", "window=32,stride=32")
+        result = CliRunner().invoke(main, ["attribute", str(source), "--method", method, "--input", str(inputs),
+                                           "-o", str(out), *map(str, args)])
+        if result.exit_code:
+            [line] = result.stderr.strip().splitlines()
+            assert any(refusal in line for refusal in REFUSALS), (method, line)
+        else:
+            ran.add(method.split("(")[0])
+    return ran
+
+
 def run_cli(*args, expect=0):
     """Run the real graphgrad command in-process; check its exit code."""
     result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)

@@ -8,8 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from click.testing import CliRunner
-from conftest import REALGRAPHS, fixture, run_cli
+from conftest import REALGRAPHS, every_method, fixture, run_cli
 from tf_helpers import tf, v1
 
 import graphgrad
@@ -1065,6 +1064,83 @@ def test_eps_lrp_passes_a_softmax_outputs_relevance_to_its_logit(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), want, rtol=1e-5, atol=1e-7)
 
 
+BATCHLESS_KERNEL = RNG.normal(size=(3, 3, 3, 4)).astype(np.float32)
+BATCHLESS_DENSE = RNG.normal(size=(4, 3)).astype(np.float32)
+
+
+def batchless_image_net():
+    """x (H, W, 3), one image without a batch axis, as MTCNN takes it: the graph adds
+    the batch (ExpandDims), convolves, pools and scores three classes."""
+    x = v1.placeholder(tf.float32, [None, None, 3], name="x")
+    features = tf.nn.relu(tf.nn.conv2d(tf.expand_dims(x, 0), BATCHLESS_KERNEL, 1, "SAME"), name="features")
+    tf.matmul(tf.reduce_mean(features, axis=[1, 2]), BATCHLESS_DENSE, name="logits")
+
+
+def batchless_reference(image, fetch):
+    graph = tf.Graph()
+    with graph.as_default():
+        batchless_image_net()
+        target = graph.get_tensor_by_name("logits:0")[:, 2]
+        x = graph.get_tensor_by_name("x:0")
+        with v1.Session(graph=graph) as session:
+            return session.run(fetch(x, target, graph), {x: image})
+
+
+def test_an_x_without_a_batch_axis_is_one_example_a_run(tmp_path):
+    """A graph that adds its own batch takes its input as one example (the
+    attributions have x's shape) or several stacked (each as if alone); integrated
+    gradients' steps run one at a time, each example against f(x) - f(0)."""
+    path = _graph_file(tmp_path, batchless_image_net)
+    images = RNG.normal(size=(2, 6, 5, 3)).astype(np.float32)
+    report = json.loads(run_cli("attribute", path, "--method", "gradient", "--input", _saved(tmp_path, images[0]),
+                                "--y", "logits", "--target", "2", "-o", tmp_path / "one.npy", "--json").stdout)
+    assert report["shape"] == [6, 5, 3] and report["batch"] is None
+    assert report["notes"] == ["x:0 has no batch axis: ExpandDims (ExpandDims) adds one of size 1: each example runs "
+                               "alone"]
+    gradient = batchless_reference(images[0], lambda x, target, _: v1.gradients(target, x)[0])
+    np.testing.assert_allclose(np.load(tmp_path / "one.npy"), gradient, rtol=1e-5, atol=1e-7)
+    report = json.loads(run_cli("attribute", path, "--method", "integrated_gradients(steps=8)", "--input",
+                                _saved(tmp_path, images), "--y", "logits", "--target", "2", "-o", tmp_path / "two.npy",
+                                "--json").stdout)
+    both = np.load(tmp_path / "two.npy")
+    assert both.shape == images.shape and len(report["completeness"]) == 2
+    for image, attribution, check in zip(images, both, report["completeness"]):
+        steps = [batchless_reference(image * (k + 0.5) / 8, lambda x, target, _: v1.gradients(target, x)[0])
+                 for k in range(8)]
+        np.testing.assert_allclose(attribution, np.mean(steps, axis=0) * image, rtol=1e-4, atol=1e-6)
+        assert check["output_difference"] == pytest.approx(
+            batchless_reference(image, lambda x, target, _: target)[0] - batchless_reference(
+                np.zeros_like(image), lambda x, target, _: target)[0], rel=1e-5)
+
+
+def test_grad_cam_of_an_x_without_a_batch_axis_has_its_height_and_width(tmp_path):
+    path = _graph_file(tmp_path, batchless_image_net)
+    image = RNG.normal(size=(6, 5, 3)).astype(np.float32)
+    run_cli("attribute", path, "--method", "gradcam", "--input", _saved(tmp_path, image), "--y", "logits",
+            "--target", "2", "-o", tmp_path / "cam.npy")
+
+    def cam(x, target, graph):
+        layer = graph.get_tensor_by_name("features:0")
+        weights = tf.reduce_mean(v1.gradients(target, layer)[0], axis=[1, 2], keepdims=True)
+        return tf.nn.relu(tf.reduce_sum(weights * layer, axis=-1, keepdims=True))[0]
+
+    got = np.load(tmp_path / "cam.npy")
+    assert got.shape == (6, 5, 1)  # the layer keeps x's size: resizing changes nothing
+    np.testing.assert_allclose(got, batchless_reference(image, cam), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("method, target, code, message", [
+    ("deeplift", "2", 1, "deeplift runs each example beside its baseline in one batch, and x:0 has no batch axis"),
+    ("gradient", "predicted", 2, "--target predicted chooses one class per example, and x:0 has no batch axis"),
+])
+def test_what_an_x_without_a_batch_axis_cannot_do_is_one_line(tmp_path, method, target, code, message):
+    path = _graph_file(tmp_path, batchless_image_net)
+    result = run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, RNG.normal(size=(4, 4, 3))
+                                                                               .astype(np.float32)),
+                     "--y", "logits", "--target", target, "-o", tmp_path / "out.npy", expect=code)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_deeplift_is_complete_on_a_real_frozen_lstm(tmp_path):
     """DL4J's LSTM on MNIST (28 steps unrolled: 84 gate products, Sigmoid and Tanh):
@@ -1083,7 +1159,7 @@ def test_deeplift_is_complete_on_a_real_frozen_lstm(tmp_path):
 
 
 @pytest.mark.slow
-def test_every_method_on_a_real_frozen_model_runs_or_says_in_one_line_what_it_lacks(tmp_path):
+def test_every_method_on_a_real_frozen_lstm_runs_or_says_in_one_line_what_it_lacks(tmp_path):
     """DL4J's LSTM on MNIST images: each method runs (eps-LRP through its gates by the
     signal-take-all rule), or is refused before the run, naming the op types it has
     no rule for (LRP alpha-beta: the gate products and activations) or the 4-D layer
@@ -1093,16 +1169,24 @@ def test_every_method_on_a_real_frozen_model_runs_or_says_in_one_line_what_it_la
     if not os.path.exists(source):
         pytest.skip(f"real graph files not present at {REALGRAPHS}")
     rows = _saved(tmp_path, RNG.uniform(0, 1, (2, 28, 28)).astype(np.float32))
-    outcomes = {}
-    for method in graphgrad.tf.attribute.METHODS:
-        method = method.replace("steps=50", "steps=4").replace("samples=200", "samples=4")
-        result = CliRunner().invoke(graphgrad.cli.main, ["attribute", source, "--method", method, "--input", str(rows),
-                                                         "--x", "input", "--y", "add", "--target", "3", "-o",
-                                                         str(tmp_path / "out.npy")])
-        outcomes[method.split("(")[0]] = result.exit_code
-        if result.exit_code:
-            [line] = result.stderr.strip().splitlines()
-            assert "has no rule for" in line or "needs a 4-D (N, H, W, C) layer" in line, (method, line)
-    assert {name for name, code in outcomes.items() if code == 0} == {
+    assert every_method(source, rows, tmp_path / "out.npy", "--x", "input", "--y", "add", "--target", "3") == {
         "gradient", "grad_x_input", "integrated_gradients", "guided_backprop", "deconvnet", "eps_lrp", "eps_lrp_layers",
         "deeplift", "deepshap", "expected_gradients", "occlusion"}
+
+
+@pytest.mark.slow
+def test_every_method_on_a_real_frozen_image_model_runs_or_says_in_one_line_what_it_lacks(tmp_path):
+    """MTCNN's face detector (an image without a batch axis; TF1 loops over its
+    scales, conditionals, crops and non-maximum suppression): the gradient methods
+    and occlusion run, each example alone; the rule-complete methods name the op
+    types they have no rule for, the class activation maps the loops their layers
+    are in."""
+    source = os.path.join(REALGRAPHS, "tf-mtcnn/mtcnn.pb")
+    if not os.path.exists(source):
+        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+    image = _saved(tmp_path, np.random.default_rng(0).uniform(0, 255, (96, 96, 3)).astype(np.float32))
+    feeds = ["--feed", "min_size=20", "--feed", "thresholds=[0,0,0]", "--feed", "factor=0.709"]  # boxes on noise
+    assert every_method(source, image, tmp_path / "out.npy", "--x", "input", "--y", "prob", "--target", "1",
+                        *feeds) == {"gradient", "grad_x_input", "integrated_gradients", "guided_backprop",
+                                    "deconvnet", "expected_gradients", "occlusion"}
+    assert np.load(tmp_path / "out.npy").shape == (96, 96, 3)

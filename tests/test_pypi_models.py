@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import every_method, run_cli
 from tf_helpers import tf
 
 import graphgrad
@@ -203,6 +203,18 @@ def test_attribution_of_a_real_tf2_model(basic_pitch, tmp_path):
     guided = tmp_path / "guided"
     run_cli("rewrite", basic_pitch, "--op", "Relu=guided_relu", "-o", guided)
     np.testing.assert_allclose(np.load(out), note_gradient(guided, x), rtol=1e-4, atol=1e-6)
+
+
+def test_every_method_on_a_real_tf2_model_runs_or_says_in_one_line_what_it_lacks(basic_pitch, tmp_path):
+    """basic-pitch's SavedModel (nested call ops): the gradient methods and occlusion
+    run through the function bodies; the rule-complete methods name the log-magnitude
+    spectrogram's op types they have no rule for; the class activation maps say that
+    the layers are inside function calls."""
+    x = np.random.default_rng(2).standard_normal((1, 43844, 1)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert every_method(basic_pitch, tmp_path / "x.npy", tmp_path / "out.npy", "--x", "input_2", "--y", "note",
+                        "--target", "3") == {"gradient", "grad_x_input", "integrated_gradients", "guided_backprop",
+                                             "deconvnet", "expected_gradients", "occlusion"}
 
 
 def test_show_draws_a_real_tf2_models_path_through_its_nested_calls(basic_pitch, tmp_path):

@@ -25,7 +25,9 @@ from ..gradients.attribution import DEEPLIFT_OPS, LINEAR_LAYERS, MAX_POOLS, NONL
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import first_names, function_bodies, functions_run
-from .batches import Batching, batching_for, in_batches, padded
+from ..names import CALL_OPS
+from .internals import in_while_loop
+from .batches import Batching, adds_its_batch, batching_for, in_batches, padded
 from .check import summed_softmax, tensor_entry
 from .loading import (
     DEFAULT_TIMEOUT,
@@ -280,7 +282,16 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
 
     model = read_model(path, options.kind)
     if options.x:  # the rows against x's declared shape, from the file, before TensorFlow
-        refuse_misshapen_feeds(model, chosen_tags(model, options.tags), {options.x: np.asarray(inputs)}, "--input")
+        tags, inputs = chosen_tags(model, options.tags), np.asarray(inputs)
+        try:
+            refuse_misshapen_feeds(model, tags, {options.x: inputs}, "--input")
+        except UsageError as misshapen:
+            try:  # unless it is several examples of an x without a batch axis, stacked (the explainer tells)
+                if not inputs.ndim:
+                    raise
+                refuse_misshapen_feeds(model, tags, {options.x: inputs[0]}, "--input")
+            except UsageError:
+                raise misshapen from None
     return Explainer(model, options.method, **{f.name: getattr(options, f.name) for f in fields(options)
                                                if f.name != "method"}).explain(inputs, baseline=baseline)
 
@@ -324,6 +335,7 @@ class Explainer:
         _refuse_unfed(self.path, run, self.x, self.feed)
         given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
         self.path_ops = ops_between([self.x], run.y_tensor)
+        self.one_example = adds_its_batch(self.x, self.path_ops)  # why x has no batch axis, or None
         on_path = _op_types_run(run, self.path_ops)
         self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
         self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH - set(method.kept))
@@ -348,6 +360,10 @@ class Explainer:
         key = "rows" if by_row else target
         if key in self._built:
             return self._built[key]
+        if by_row and self.one_example:
+            raise UsageError(f"--target {'predicted' if isinstance(target, str) else 'FILE.npy'} chooses one class "
+                             f"per example, and {self.one_example}, so y's rows are not examples; give --target "
+                             "INDEX")
         if by_row and run.y_tensor.shape.rank != 2:
             raise UsageError(f"--target {'predicted' if isinstance(target, str) else 'FILE.npy'} chooses one class "
                              f"per row of y of shape [rows, classes]; {run.y} has shape "
@@ -364,10 +380,13 @@ class Explainer:
                 probabilities = tf.nn.softmax(run.y_tensor)
                 output = (tf.gather(probabilities, row_targets, axis=1, batch_dims=1) if by_row
                           else tensor_entry(probabilities, target))
-                gradient = (layer, tf.image.resize(layer, tf.shape(self.x)[1:3], method="bilinear"))
+                size = _image_size(tf, self.x, self.one_example)
+                gradient = (layer, tf.image.resize(layer, tf.shape(self.x)[1:3] if size is None else size,
+                                                   method="bilinear"))
             elif self.options.method.cam:
                 layer = _cam_layer(run, self.x, self.path_ops, self.options.layer)
-                gradient = _grad_cam(tf, output, layer, self.x, self.options.method.plus)
+                gradient = _grad_cam(tf, output, layer, _image_size(tf, self.x, self.one_example),
+                                     self.options.method.plus)
             else:
                 [gradient] = tf.compat.v1.gradients(output, [self.x])
         if gradient is None:
@@ -410,9 +429,16 @@ class Explainer:
             if softmax is not None:
                 raise UsageError(softmax.describe().replace("\n ", ";"))
         inputs = np.asarray(inputs, dtype=self.x.dtype.as_numpy_dtype)
-        if not self.x.shape.is_compatible_with(inputs.shape):
+        # x without a batch axis: the input is one example of x's shape, or several in a batch of them
+        single = bool(self.one_example) and inputs.ndim == self.x.shape.rank
+        if single:
+            inputs = inputs[None]
+        if not self.x.shape.is_compatible_with(inputs.shape[1:] if self.one_example else inputs.shape):
             wanted = self.x.shape.as_list() if self.x.shape.rank is not None else "any shape"
-            raise UsageError(f"--input has shape {list(inputs.shape)}, and {report.x} takes {wanted} (None: any size)")
+            several = (f"; {self.one_example}: give one example of that shape, or several stacked on a first axis"
+                       if self.one_example else "")
+            raise UsageError(f"--input has shape {list(inputs.shape)}, and {report.x} takes {wanted} (None: any "
+                             f"size){several}")
         background = _background(baseline, inputs) if method.background else None
         try:
             base = np.zeros_like(inputs) if baseline is None or method.background else np.broadcast_to(
@@ -422,9 +448,15 @@ class Explainer:
                              f"{list(inputs.shape)}, or of one row") from None
         row_bytes = inputs[:1].nbytes
         if row_bytes not in self._batchings:
-            self._batchings[row_bytes] = batching_for(self.x, self.path_ops, row_bytes)
+            self._batchings[row_bytes] = (Batching(1, True, self.one_example) if self.one_example
+                                          else batching_for(self.x, self.path_ops, row_bytes))
         batching = self._batchings[row_bytes]
-        report.batch = batching.rows if batching.fixed else None
+        report.batch = batching.rows if batching.fixed and not self.one_example else None
+        if self.one_example:
+            report.notes.append(f"{self.one_example}: each example runs alone")
+            if method.name in ("deeplift", "deepshap"):
+                raise GraphgradError(f"{self.path}: deeplift runs each example beside its baseline in one batch, and "
+                                     f"{self.one_example}; use integrated_gradients")
         if method.name in ("deeplift", "deepshap") and batching.fixed and batching.rows % 2:
             raise GraphgradError(
                 f"{self.path}: deeplift runs each row beside its baseline in one batch, and the graph takes batches "
@@ -440,7 +472,7 @@ class Explainer:
         def evaluate(fetch, value, origins=None):
             remaining = deadline - time.monotonic()
             run_options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000)))
-            fed = {**self.feed, self.x: value}
+            fed = {**self.feed, self.x: value[0] if self.one_example else value}
             if targets is not None and origins is not None:
                 fed[row_targets] = targets[origins]
             try:
@@ -459,7 +491,9 @@ class Explainer:
             report.targets = targets.tolist()
 
         def gradient_at(value, origins):
-            return evaluate(gradient, value, origins)
+            found = evaluate(gradient, value, origins)
+            # dy/dx of an example has x's shape; a class activation map has its layer's batch of one
+            return found[None] if self.one_example and not method.cam else found
 
         def output_at(value, origins):
             values = np.asarray(evaluate(output, value, origins), dtype=np.float64)
@@ -483,7 +517,6 @@ class Explainer:
             cam, cam_report = self._cam.explain(inputs, target)
             attributions = attributions * cam
             report.layer = cam_report.layer
-        report.shape = tuple(attributions.shape)
         if method.baseline and noise is None:
             if background is not None:  # against the background's mean output, each row with its target
                 origin = np.repeat(np.arange(len(inputs)), len(background))
@@ -495,6 +528,8 @@ class Explainer:
             sums = np.asarray(attributions, dtype=np.float64).reshape(len(inputs), -1).sum(axis=1)
             report.completeness = [RowCheck(row, float(s), float(d))
                                    for row, (s, d) in enumerate(zip(sums, differences))]
+        attributions = attributions[0] if single else attributions
+        report.shape = tuple(attributions.shape)
         return attributions, report
 
 
@@ -516,28 +551,74 @@ def _score_cam(inputs: Any, layer: Any, upsampled: Any, batching: Batching, outp
     return np.asarray(cams, dtype=inputs.dtype)
 
 
+CONVOLUTIONS = ("Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "FusedConv2D", "_FusedConv2D")
+
+
 def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
     """Grad-CAM's layer: the tensor ``name``, else the last 4-D floating-point tensor
-    (NHWC) on the path from x to y whose height and width are over 1."""
+    (NHWC) on the path from x to y after a convolution whose height and width are
+    over 1 (or unknown), of those a run can fetch (outside TF1 loops and conditionals)."""
     if name:
         layer = tensor_named(run.graph, name)
         if layer.shape.rank != 4 or layer.op not in path_ops:
             raise UsageError(f"--layer {name}: a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) "
                              f"tensor on the path from {x.name} to {run.y}; it has shape {layer.shape}")
+        if not _fetchable(layer.op, path_ops):
+            raise UsageError(f"--layer {name}: a class activation map needs a layer a run can fetch, and {name} is "
+                             "inside a while loop or a conditional; name one outside them")
         return layer
     ordered = [op for op in run.graph.get_operations() if op in path_ops]  # graph order: producers first
-    layers = [t for op in ordered for t in op.outputs
-              if t.shape.rank == 4 and t.dtype.is_floating and all((d or 0) > 1 for d in t.shape.as_list()[1:3])]
-    if not layers:
+    convolved: set = set()  # the ops on the path at or after a convolution: a layer's activations, not x's pixels
+    for op in ordered:
+        if op.type in CONVOLUTIONS or any(source.op in convolved for source in op.inputs):
+            convolved.add(op)
+    layers = [t for op in ordered if op in convolved for t in op.outputs
+              if t.shape.rank == 4 and t.dtype.is_floating and all(d is None or d > 1 for d in t.shape.as_list()[1:3])]
+    fetchable = [t for t in layers if _fetchable(t.op, path_ops)]
+    if not fetchable:
+        if layers:
+            why = "those on it are inside while loops or conditionals, whose values a run cannot fetch"
+        elif any(op.type in CALL_OPS for op in path_ops):
+            why = "the path runs through function calls, whose layers a run cannot fetch"
+        else:
+            why = "the path has none; name one with --layer TENSOR"
         raise UsageError(f"a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer with a "
-                         f"spatial size between {x.name} and {run.y}, and the path has none; name one with "
-                         "--layer TENSOR")
-    return layers[-1]
+                         f"spatial size between {x.name} and {run.y}, and {why}")
+    return fetchable[-1]
 
 
-def _grad_cam(tf: Any, output: Any, layer: Any, x: Any, plus: bool = False) -> Any:
+def _fetchable(op: Any, path_ops: set) -> bool:
+    """Whether a run can fetch ``op``'s outputs: it is in no TF1 while loop (graphgrad
+    gives loops their contexts when it imports them) and no conditional's branch (no
+    Switch above it on the path before a Merge joins the branches)."""
+    if in_while_loop(op):
+        return False
+    seen, pending = {op}, [op]
+    while pending:
+        current = pending.pop()
+        if current.type in ("Switch", "RefSwitch", "Enter", "RefEnter"):
+            return False
+        if current.type in ("Merge", "RefMerge", "Exit", "RefExit") and current is not op:
+            continue
+        for source in current.inputs:
+            if source.op in path_ops and source.op not in seen:
+                seen.add(source.op)
+                pending.append(source.op)
+    return True
+
+
+def _image_size(tf: Any, x: Any, one_example: str | None) -> Any:
+    """x's height and width where x is an image (N, H, W, C; or H, W, C without a
+    batch axis), else None."""
+    if x.shape.rank == (3 if one_example else 4):
+        return tf.shape(x)[0:2] if one_example else tf.shape(x)[1:3]
+    return None
+
+
+def _grad_cam(tf: Any, output: Any, layer: Any, size: Any, plus: bool = False) -> Any:
     """ReLU(sum_k alpha_k A_k), alpha_k the spatial mean of d output / d A_k (Selvaraju
-    et al., 2017), resized bilinearly to x's height and width: (N, H, W, 1). With
+    et al., 2017), resized bilinearly to ``size`` (x's height and width; None: the
+    layer's): (N, H, W, 1). With
     ``plus``, Grad-CAM++'s weights (Chattopadhay et al., 2018, with the exponential
     of the score as tf-keras-vis takes it): the positive gradients of exp(S) at each
     position, weighted by g^2 / (2 g^2 + g^3 sum(A)) normalised over the positions."""
@@ -545,7 +626,7 @@ def _grad_cam(tf: Any, output: Any, layer: Any, x: Any, plus: bool = False) -> A
     if slope is None:
         raise UsageError(f"Grad-CAM: y does not depend on the layer {layer.name}")
     if plus:
-        score = tf.reduce_sum(tf.reshape(output, [tf.shape(output)[0], -1]), axis=1)
+        score = tf.reduce_sum(tf.reshape(output, [tf.shape(layer)[0], -1]), axis=1)  # one per row of the layer
         first = tf.reshape(tf.exp(score), [-1, 1, 1, 1]) * slope
         second, third = first * slope, first * slope * slope
         denominator = 2.0 * second + third * tf.reduce_sum(layer, axis=[1, 2], keepdims=True)
@@ -556,8 +637,7 @@ def _grad_cam(tf: Any, output: Any, layer: Any, x: Any, plus: bool = False) -> A
     else:
         weights = tf.reduce_mean(slope, axis=[1, 2], keepdims=True)
     cam = tf.nn.relu(tf.reduce_sum(weights * layer, axis=-1, keepdims=True))
-    size = tf.shape(x)[1:3] if x.shape.rank == 4 else tf.shape(layer)[1:3]
-    return tf.image.resize(cam, size, method="bilinear")
+    return tf.image.resize(cam, tf.shape(layer)[1:3] if size is None else size, method="bilinear")
 
 
 def _row_targets(target: Any, inputs: Any, batching: Batching, y_at: Callable, classes: int | None) -> Any:

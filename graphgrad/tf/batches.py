@@ -5,7 +5,9 @@ to a fully known shape, as an Estimator's input layer writes it) takes exactly t
 many rows per run: rows are run that many at a time, the last batch padded with
 copies of its last row whose results are dropped. Any other graph takes chunks of
 a bounded size, so that integrated gradients' steps and DeepLIFT's baselines run
-in few runs without holding every step in memory.
+in few runs without holding every step in memory. A graph whose x has no batch
+axis (it adds one itself, as MTCNN's ``ExpandDims(input, 0)``) takes one example a
+run (:func:`adds_its_batch`).
 """
 
 import math
@@ -32,6 +34,21 @@ def batching_for(x: Any, path_ops: Iterable, row_bytes: int) -> Batching:
     if fixed is not None:
         return Batching(fixed[0], True, fixed[1])
     return Batching(max(1, CHUNK_BYTES // max(1, row_bytes)), False)
+
+
+def adds_its_batch(x: Any, path_ops: Iterable) -> str | None:
+    """Why x is one example without a batch axis, or None: every op on the path that
+    reads x gives it a leading axis of size 1 (``ExpandDims`` at 0, or a ``Reshape``
+    to ``[1, ...]``), so the graph makes its own batch of one."""
+    on_path = set(path_ops)
+    readers = [op for op in x.consumers() if op in on_path]
+    if x.shape.rank is None or not readers:
+        return None
+    for op in readers:
+        shape = op.outputs[0].shape
+        if shape.rank != x.shape.rank + 1 or shape[0] != 1:
+            return None
+    return f"{x.name} has no batch axis: {readers[0].name} ({readers[0].type}) adds one of size 1"
 
 
 def _fixed_batch(x: Any, path_ops: Iterable) -> tuple[int, str] | None:

@@ -30,6 +30,12 @@ def gradient_registry_entries() -> dict:
     return gradient_registry()._registry
 
 
+def in_while_loop(op: Any) -> bool:
+    """Whether ``op`` has a TF1 control flow context (a while loop's, as
+    ``gradients_util.py`` reads it with ``op._get_control_flow_context()``)."""
+    return op._get_control_flow_context() is not None
+
+
 def custom_gradient_name() -> str:
     """A fresh ``CustomGradient-<n>`` name, from TensorFlow's own generator (as
     ``tf.saved_model.load`` names the gradients it loads)."""
