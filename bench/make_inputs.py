@@ -9,6 +9,12 @@
   attribution.pb   an MNIST-sized classifier (784 -> 6 x 512 -> 10) through Relu, Tanh
                    and Sigmoid, scaled so that its values stay finite: for attribution
                    (python bench/make_inputs.py DIR attribution writes only this one)
+  cnn.keras, cnn.pb  a digits CNN (28 x 28 x 1 -> two convolutions with Relu and max
+                   pooling -> 10 logits) as a Keras model and as the frozen graph of
+                   the same weights: for the warm calls against tf-keras-vis
+                   (python bench/make_inputs.py DIR cnn)
+  mobilenet.keras, mobilenet.pb  Keras' MobileNetV2 with random weights, likewise
+                   (python bench/make_inputs.py DIR mobilenet)
 """
 
 import os
@@ -164,6 +170,53 @@ def inception_like(blocks: int = 250):
     return graph
 
 
+def cnn(directory: str, seed: int = 5):
+    """The digits CNN as ``cnn.keras`` and, frozen, ``cnn.pb``."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((28, 28, 1))
+    h = keras.layers.Conv2D(16, 3, activation="relu", name="conv1")(inputs)
+    h = keras.layers.MaxPooling2D(name="pool1")(h)
+    h = keras.layers.Conv2D(32, 3, activation="relu", name="conv2")(h)
+    h = keras.layers.MaxPooling2D(name="pool2")(h)
+    keras_and_frozen(keras.Model(inputs, keras.layers.Dense(10, name="dense")(keras.layers.Flatten()(h))),
+                     os.path.join(directory, "cnn"))
+
+
+def mobilenet(directory: str, seed: int = 5):
+    """Keras' MobileNetV2 (224 x 224 x 3 -> 1000 logits, random weights: nothing is
+    downloaded, its batch normalisations calibrated on random images) as
+    ``mobilenet.keras`` and, frozen, ``mobilenet.pb``."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = keras.applications.MobileNetV2(weights=None, classifier_activation=None)
+    # Random kernels shrink the activations layer after layer (to 1e-11 at the logits): each batch
+    # normalisation gets its input's mean and variance on random images, as training would give it.
+    images = np.random.default_rng(seed).uniform(-1, 1, (16, 224, 224, 3)).astype(np.float32)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            inputs = keras.Model(model.input, layer.input).predict(images, verbose=0)
+            gamma, beta, _, _ = layer.get_weights()
+            layer.set_weights([gamma, beta, inputs.mean(axis=(0, 1, 2)), inputs.var(axis=(0, 1, 2))])
+    keras_and_frozen(model, os.path.join(directory, "mobilenet"))
+
+
+def keras_and_frozen(model, prefix: str):
+    """``model`` saved as ``PREFIX.keras``, and its inference graph with the weights
+    folded in (x: ``x``, logits: ``logits``) as ``PREFIX.pb``."""
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    model.save(prefix + ".keras")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, *model.input_shape[1:]], tf.float32, name="x")])
+    def forward(x):
+        return tf.identity(model(x, training=False), name="logits")
+
+    write(prefix + ".pb", convert_variables_to_constants_v2(forward.get_concrete_function()).graph.as_graph_def())
+
+
 if __name__ == "__main__":
     if sys.argv[2:] == ["nested"]:
         for depth in (6, 12):
@@ -174,6 +227,10 @@ if __name__ == "__main__":
         write(os.path.join(sys.argv[1], "inception_like.pb"), inception_like())
     elif sys.argv[2:] == ["calls10k"]:
         write(os.path.join(sys.argv[1], "calls10k.pb"), call_chain(10_000))
+    elif sys.argv[2:] == ["cnn"]:
+        cnn(sys.argv[1])
+    elif sys.argv[2:] == ["mobilenet"]:
+        mobilenet(sys.argv[1])
     elif sys.argv[2:] == ["chain20k"]:
         write(os.path.join(sys.argv[1], "chain20k.pb"), chain(negate=True))
     else:

@@ -386,17 +386,82 @@ def attribution(repeat, work):
         print(f"    {label:<36} {area[path]:.4f}")
 
 
+KERAS_VIS_TARGET = os.path.join(CACHE, "tfkerasvislib")  # tf-keras-vis, installed as SHAP is
+WARM_TOOLS = {
+    "session": "session.run of tf.gradients",
+    "graphgrad": "graphgrad Explainer, gradient",
+    "tf-keras-vis": "tf-keras-vis Saliency",
+    "graphgrad-gradcam": "graphgrad Explainer, gradcam",
+    "tf-keras-vis-gradcam": "tf-keras-vis Gradcam",
+}
+
+
+# Each model of the warm case: its inputs' target, the rows' shape, the Keras layer of its
+# Grad-CAM (the one graphgrad takes by default), and its title.
+WARM_MODELS = {
+    "cnn": ((64, 28, 28, 1), "pool2", "cnn.pb: 28 x 28 x 1 -> 2 x (convolution, Relu, max pooling) -> 10, 64 rows"),
+    "mobilenet": ((8, 224, 224, 3), "out_relu", "mobilenet.pb: Keras' MobileNetV2 (random weights), 8 rows"),
+}
+
+
+def warm(repeat, work):
+    """Warm calls on two CNNs: graphgrad's resident Explainer against a bare
+    session.run of the same gradient and against tf-keras-vis (the Keras model the
+    frozen graph was made from), each tool in processes of its own, in turns."""
+    peer = _peer_path("tf_keras_vis", "tf-keras-vis==0.8.7", KERAS_VIS_TARGET)
+    tools = [tool for tool in WARM_TOOLS if peer is not None or not tool.startswith("tf-keras-vis")]
+    for name, (shape, layer, title) in WARM_MODELS.items():
+        _warm_model(name, shape, layer, title, tools, peer, repeat, work)
+
+
+def _warm_model(name, shape, layer, title, tools, peer, repeat, work):
+    import numpy as np
+
+    source, keras_model = built(f"{name}.pb", name), os.path.join(CACHE, f"{name}.keras")
+    rows = os.path.join(work, f"{name}_rows.npy")
+    np.save(rows, np.random.default_rng(0).uniform(0, 1, size=shape).astype(np.float32))
+    runs: dict = {tool: [] for tool in tools}
+    for _ in range(repeat):
+        for tool in tools:
+            done = subprocess.run([PYTHON, os.path.join(HERE, "warm_route.py"), tool, keras_model, source, layer, rows,
+                                   os.path.join(work, f"{name}_{tool}.npy"), *([peer] if peer else [])],
+                                  capture_output=True, text=True, env=ENV)
+            if done.returncode:
+                raise SystemExit(f"failed: warm_route.py {tool} {name}\n{done.stderr[-2000:]}")
+            runs[tool].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first = {tool: statistics.median(run["first"] for run in runs[tool]) for tool in tools}
+    calls = {tool: statistics.median(run["warm"] for run in runs[tool]) for tool in tools}
+    print(f"\n{title}: warm calls (median of 50 in a process; ratios against the bare session.run's)")
+    print(f"  {'':<36} {'first call':>10} {'warm call':>11}")
+    for tool in tools:
+        print(f"  {WARM_TOOLS[tool]:<36} {first[tool]:8.3f} s {calls[tool] * 1000:8.2f} ms   "
+              f"x{calls[tool] / calls['session']:6.2f}")
+    if peer is None:
+        return
+    load = {tool: np.load(os.path.join(work, f"{name}_{tool}.npy")) for tool in tools}
+    gradient, saliency = load["graphgrad"], load["tf-keras-vis"]
+    flat = np.abs(gradient).max(axis=-1).reshape(len(gradient), -1)
+    scaled = ((flat - flat.min(1, keepdims=True)) / (flat.max(1, keepdims=True) - flat.min(1, keepdims=True)
+                                                     + 1e-7)).reshape(saliency.shape)
+    print(f"  Explainer vs tf-keras-vis, warm: gradient {calls['tf-keras-vis'] / calls['graphgrad']:.1f}x "
+          f"faster, gradcam {calls['tf-keras-vis-gradcam'] / calls['graphgrad-gradcam']:.1f}x faster")
+    print(f"  agreement: gradient (as Saliency scales it) {np.abs(scaled - saliency).max():.2e}; gradcam "
+          f"{np.abs(load['graphgrad-gradcam'] - load['tf-keras-vis-gradcam']).max():.2e} (values up to "
+          f"{np.abs(load['tf-keras-vis-gradcam']).max():.2e}; tf-keras-vis' map before its own resizing)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "show", "unfreeze",
-                                           "batch", "attribution"],
+                                           "batch", "attribution", "warm"],
                         action="append",
                         help="run only these cases (repeatable); default: all")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
-    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "show", "unfreeze", "batch", "attribution"]
+    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "show", "unfreeze", "batch", "attribution",
+                          "warm"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -428,6 +493,8 @@ def main():
             batch("many_nodes", "200 graphs of 8000 small nodes (CPU-bound)", args.repeat, work)
         if "attribution" in cases:
             attribution(args.repeat, work)
+        if "warm" in cases:
+            warm(args.repeat, work)
 
 
 if __name__ == "__main__":
