@@ -814,19 +814,78 @@ def dense_relu_net():
     tf.matmul(h, rng.standard_normal((4, 3)).astype(np.float32), name="logits")
 
 
-def layer_wise_eps_lrp(weights, rows, target, eps):
-    """epsilon-LRP as the layer-wise definition writes it, in NumPy: at each layer
-    z = a W, R_i = sum_j a_i w_ij / (z_j + eps sign(z_j)) R_j, Relu passing R on."""
+def layer_wise_eps_lrp(weights, rows, target, eps, biases=None):
+    """epsilon-LRP as the layer-wise definition (and innvestigate's lrp.epsilon) writes
+    it, in NumPy: at each layer z = a W + b, R_i = sum_j a_i w_ij / (z_j + eps sign(z_j))
+    R_j, Relu passing R on."""
+    biases = biases or [0.0] * len(weights)
     activations = [rows]
-    for index, w in enumerate(weights):
-        z = activations[-1] @ w
+    for index, (w, b) in enumerate(zip(weights, biases)):
+        z = activations[-1] @ w + b
         activations.append(np.maximum(z, 0) if index < len(weights) - 1 else z)
     relevance = np.zeros_like(activations[-1])
     relevance[:, target] = activations[-1][:, target]
-    for a, w in zip(reversed(activations[:-1]), reversed(weights)):
-        z = a @ w
+    for a, w, b in zip(reversed(activations[:-1]), reversed(weights), reversed(biases)):
+        z = a @ w + b
         relevance = a * ((relevance / (z + eps * np.where(z >= 0, 1.0, -1.0))) @ w.T)
     return relevance
+
+
+def _biased_layers(rng=np.random.default_rng(31)):
+    # small biases: with large ones every unit of a row may be off, its logit all bias
+    return [(rng.normal(size=(n, m)), 0.1 * rng.normal(size=m)) for n, m in ((6, 8), (8, 8), (8, 3))]
+
+
+BIASED = _biased_layers()
+
+
+def biased_dense_relu_net():
+    """x (N, 6) -> two Dense layers of 8 with biases and Relu -> logits (3), as Keras
+    writes a Dense layer: MatMul, then BiasAdd."""
+    h = v1.placeholder(tf.float32, [None, 6], name="x")
+    for index, (w, b) in enumerate(BIASED):
+        h = tf.nn.bias_add(tf.matmul(h, w.astype(np.float32)), b.astype(np.float32))
+        h = tf.nn.relu(h) if index < len(BIASED) - 1 else tf.identity(h, name="logits")
+
+
+def biased_z_plus(rows, target):
+    """innvestigate's lrp.z_plus in NumPy: a layer's relevance is taken at its biased
+    output z = a W + b and passed to a in the shares of a_i w_ij+ over their sum (the
+    bias left out of the shares); x's relevance sums to the target's logit."""
+    activations = [rows.astype(np.float64)]
+    for index, (w, b) in enumerate(BIASED):
+        z = activations[-1] @ w + b
+        activations.append(np.maximum(z, 0) if index < len(BIASED) - 1 else z)
+    relevance = np.zeros_like(activations[-1])
+    relevance[:, target] = activations[-1][:, target]
+    for a, (w, _) in zip(reversed(activations[:-1]), reversed(BIASED)):
+        positive = np.maximum(a, 0) @ np.maximum(w, 0) + np.minimum(a, 0) @ np.minimum(w, 0)
+        share = relevance / (positive + 1e-9)
+        relevance = np.where(a > 0, a * (share @ np.maximum(w, 0).T), a * (share @ np.minimum(w, 0).T))
+    return relevance
+
+
+def test_lrp_takes_a_layers_relevance_at_its_biased_output_as_innvestigate_does(tmp_path):
+    """With biases (a BiasAdd after each MatMul): eps_lrp_layers is innvestigate's
+    lrp.epsilon (z = a W + b), and lrp_zplus its lrp.z_plus, whose x relevance sums to
+    the target's logit, bias included."""
+    path = _graph_file(tmp_path, biased_dense_relu_net)
+    rows = RNG.normal(size=(5, 6)).astype(np.float32)
+    run_cli("attribute", path, "--method", "eps_lrp_layers(eps=0.5)", "--input", _saved(tmp_path, rows), "--y",
+            "logits", "--target", "2", "-o", tmp_path / "eps.npy")
+    weights, biases = [w for w, _ in BIASED], [b for _, b in BIASED]
+    np.testing.assert_allclose(np.load(tmp_path / "eps.npy"),
+                               layer_wise_eps_lrp(weights, rows.astype(np.float64), 2, 0.5, biases),
+                               rtol=1e-4, atol=1e-5)
+    report = json.loads(run_cli("attribute", path, "--method", "lrp_zplus", "--input", _saved(tmp_path, rows), "--y",
+                                "logits", "--target", "2", "-o", tmp_path / "zplus.npy", "--json").stdout)
+    got = np.load(tmp_path / "zplus.npy")
+    np.testing.assert_allclose(got, biased_z_plus(rows, 2), rtol=1e-4, atol=1e-5)
+    h = rows.astype(np.float64)
+    for index, (w, b) in enumerate(BIASED):
+        h = np.maximum(h @ w + b, 0) if index < len(BIASED) - 1 else h @ w + b
+    np.testing.assert_allclose(got.sum(axis=1), h[:, 2], rtol=1e-4)  # conserved from the logit, bias included
+    assert report["rules"] == {"MatMul": "lrp_alpha_beta(alpha=1.0,beta=0.0)"}
 
 
 def test_eps_lrp_at_every_layer_is_the_layer_wise_definition(tmp_path):

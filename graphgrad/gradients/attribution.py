@@ -166,14 +166,14 @@ def _deeplift_max_pool(tf, op, grads):
 @builtin(
     REPLACEMENT,
     Param("eps", float, 1e-4),
-    formula="the op's own gradient of dy * z / (z + eps * sign(z)), z its output, sign(0) = 1  (epsilon-LRP "
-            "at a linear layer, as the layer-wise definition puts it: R_i = sum_j x_i w_ij / (z_j + eps "
-            "sign(z_j)) R_j)",
+    formula="the op's own gradient of dy * z / (z + eps * sign(z)), z the layer's output (the op's, plus "
+            "the bias a BiasAdd after it adds), sign(0) = 1  (epsilon-LRP at a linear layer, as the layer-wise "
+            "definition and innvestigate put it: R_i = sum_j x_i w_ij / (z_j + eps sign(z_j)) R_j)",
     check=check_positive("eps"),
     op_types=LINEAR_LAYERS + ("DepthwiseConv2dNative",),
 )
 def eps_lrp_linear(tf, op, grads, eps):
-    z = op.outputs[0]
+    z = layer_output(op)
     stabiliser = tf.where(z >= 0, tf.ones_like(z), -tf.ones_like(z)) * tf.cast(eps, z.dtype)
     return first_input_only(op, own_gradient(op, [grads[0] * z / (z + stabiliser)])[0])
 
@@ -230,6 +230,17 @@ def signal_take_all(tf, op, grads):
     return own
 
 
+def layer_output(op: Any) -> Any:
+    """The output of the layer a MatMul or convolution ``op`` computes: the BiasAdd's
+    that reads only it, where there is one (a Dense or Conv2D layer's op pair), else
+    the op's own. LRP's rules take a layer's relevance at its biased output."""
+    output = op.outputs[0]
+    readers = output.consumers()
+    if len(readers) == 1 and readers[0].type == "BiasAdd" and readers[0].inputs[0] is output:
+        return readers[0].outputs[0]
+    return output
+
+
 def _check_alpha_beta(params: dict) -> None:
     alpha, beta = params["alpha"], params["beta"]
     if not all(isinstance(value, (int, float)) for value in (alpha, beta)):
@@ -243,16 +254,17 @@ def _check_alpha_beta(params: dict) -> None:
     REPLACEMENT,
     Param("alpha", float, 1.0),
     Param("beta", float, 0.0),
-    formula="relevance R = z * dy at the layer's output z = x W, passed to x in the shares of the positive "
-            "and negative parts of each x_i w_ij: R_i = sum_j (alpha (x_i w_ij)+ / z+_j - beta (x_i w_ij)- / "
-            "z-_j) R_j, given as R_i / x_i  (LRP alpha-beta, Bach et al. 2015, as innvestigate defines it; "
-            "alpha=1, beta=0 is the z+ rule)",
+    formula="relevance R = z * dy at the layer's output z = x W + b (b: the bias a BiasAdd after the op "
+            "adds), passed to x in the shares of the positive and negative parts of each x_i w_ij, the bias "
+            "left out of the shares: R_i = sum_j (alpha (x_i w_ij)+ / z+_j - beta (x_i w_ij)- / z-_j) R_j, "
+            "given as R_i / x_i  (LRP alpha-beta, Bach et al. 2015, as innvestigate's rules that ignore the "
+            "bias define it; alpha=1, beta=0 is the z+ rule)",
     check=_check_alpha_beta,
     op_types=LINEAR_LAYERS,
 )
 def lrp_alpha_beta(tf, op, grads, alpha, beta):
     x, weights = op.inputs[0], op.inputs[1]
-    relevance = grads[0] * op.outputs[0]
+    relevance = grads[0] * layer_output(op)
     positive_weights, negative_weights = tf.nn.relu(weights), -tf.nn.relu(-weights)
     positive_x, negative_x = tf.nn.relu(x), -tf.nn.relu(-x)
     forward, backward = _linear_pair(tf, op)
