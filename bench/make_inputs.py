@@ -9,10 +9,10 @@
   attribution.pb   an MNIST-sized classifier (784 -> 6 x 512 -> 10) through Relu, Tanh
                    and Sigmoid, scaled so that its values stay finite: for attribution
                    (python bench/make_inputs.py DIR attribution writes only this one)
-  cnn.keras, cnn.pb  a digits CNN (28 x 28 x 1 -> two convolutions with Relu and max
-                   pooling -> 10 logits) as a Keras model and as the frozen graph of
-                   the same weights: for the warm calls against tf-keras-vis
-                   (python bench/make_inputs.py DIR cnn)
+  cnn.keras, cnn.pb, cnn.npz  a digits CNN (28 x 28 x 1 -> two convolutions with Relu
+                   and max pooling -> 10 logits) as a Keras model, as the frozen graph
+                   of the same weights, and the weights alone: for the warm calls
+                   against tf-keras-vis and innvestigate (python bench/make_inputs.py DIR cnn)
   mobilenet.keras, mobilenet.pb  Keras' MobileNetV2 with random weights, likewise
                    (python bench/make_inputs.py DIR mobilenet)
 """
@@ -171,7 +171,7 @@ def inception_like(blocks: int = 250):
 
 
 def cnn(directory: str, seed: int = 5):
-    """The digits CNN as ``cnn.keras`` and, frozen, ``cnn.pb``."""
+    """The digits CNN as ``cnn.keras``, frozen as ``cnn.pb``, and its weights as ``cnn.npz``."""
     import keras
 
     keras.utils.set_random_seed(seed)
@@ -180,8 +180,12 @@ def cnn(directory: str, seed: int = 5):
     h = keras.layers.MaxPooling2D(name="pool1")(h)
     h = keras.layers.Conv2D(32, 3, activation="relu", name="conv2")(h)
     h = keras.layers.MaxPooling2D(name="pool2")(h)
-    keras_and_frozen(keras.Model(inputs, keras.layers.Dense(10, name="dense")(keras.layers.Flatten()(h))),
-                     os.path.join(directory, "cnn"))
+    model = keras.Model(inputs, keras.layers.Dense(10, name="dense")(keras.layers.Flatten()(h)))
+    keras_and_frozen(model, os.path.join(directory, "cnn"))
+    # the weights alone, for innvestigate's Keras 2 (bench/innvestigate_route.py rebuilds the model)
+    np.savez(os.path.join(directory, "cnn.npz"), **{
+        f"{name}_{part}": value for name in ("conv1", "conv2", "dense")
+        for part, value in zip(("kernel", "bias"), model.get_layer(name).get_weights())})
 
 
 def mobilenet(directory: str, seed: int = 5):

@@ -387,6 +387,9 @@ def attribution(repeat, work):
 
 
 KERAS_VIS_TARGET = os.path.join(CACHE, "tfkerasvislib")  # tf-keras-vis, installed as SHAP is
+# innvestigate needs TensorFlow < 2.15 and numpy < 2: a virtualenv of its own
+INNVESTIGATE_VENV = os.path.join(CACHE, "innvestigate-venv")
+INNVESTIGATE = ["tensorflow-cpu==2.14.1", "innvestigate==2.1.2", "numpy<2"]
 WARM_TOOLS = {
     "session": "session.run of tf.gradients",
     "graphgrad": "graphgrad Explainer, gradient",
@@ -402,6 +405,57 @@ WARM_MODELS = {
     "cnn": ((64, 28, 28, 1), "pool2", "cnn.pb: 28 x 28 x 1 -> 2 x (convolution, Relu, max pooling) -> 10, 64 rows"),
     "mobilenet": ((8, 224, 224, 3), "out_relu", "mobilenet.pb: Keras' MobileNetV2 (random weights), 8 rows"),
 }
+
+
+def _innvestigate_python():
+    """The Python of a virtualenv with innvestigate and the TensorFlow it needs,
+    made once; None, with the reason printed, where it cannot be installed."""
+    python = os.path.join(INNVESTIGATE_VENV, "bin", "python")
+    if not os.path.exists(python):
+        print(f"installing {', '.join(INNVESTIGATE)} in a virtualenv of their own (once) ...", flush=True)
+        made = subprocess.run([PYTHON, "-m", "venv", INNVESTIGATE_VENV], capture_output=True, text=True)
+        installed = made.returncode == 0 and subprocess.run(
+            [python, "-m", "pip", "install", "--quiet", *INNVESTIGATE], capture_output=True, text=True)
+        if not installed or installed.returncode:
+            shutil.rmtree(INNVESTIGATE_VENV, ignore_errors=True)
+            why = (installed.stderr if installed else made.stderr).strip()[-200:]
+            print(f"  innvestigate not measured: it could not be installed ({why})")
+            return None
+    return python
+
+
+def innvestigate(repeat, work):
+    """innvestigate's analyzers against graphgrad's methods of the same definitions,
+    on the digits CNN (innvestigate on the Keras 2 rebuild of its weights, graphgrad
+    on its frozen graph): agreement, and warm calls (graphgrad's Explainer kept)."""
+    import numpy as np
+
+    python = _innvestigate_python()
+    if python is None:
+        return
+    source = built("cnn.pb", "cnn")
+    rows = os.path.join(work, "cnn_rows.npy")
+    np.save(rows, np.random.default_rng(0).uniform(0, 1, size=(64, 28, 28, 1)).astype(np.float32))
+    done = subprocess.run([python, os.path.join(HERE, "innvestigate_route.py"), os.path.join(CACHE, "cnn.npz"),
+                           rows, work], capture_output=True, text=True, env=ENV)
+    if done.returncode:
+        raise SystemExit(f"failed: innvestigate_route.py\n{done.stderr[-2000:]}")
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    print("\ncnn.pb: innvestigate 2.1.2 (TensorFlow 2.14, its own virtualenv) against graphgrad, 64 rows: warm "
+          "calls, and the largest difference")
+    print(f"  {'graphgrad method':<36} {'graphgrad':>10} {'innvestigate':>13}   difference")
+    for method, their_seconds in theirs.items():
+        calls = []
+        for _ in range(repeat):
+            ran = subprocess.run([PYTHON, os.path.join(HERE, "warm_route.py"), f"graphgrad={method}",
+                                  os.path.join(CACHE, "cnn.keras"), source, "pool2", rows,
+                                  os.path.join(work, "ours.npy")], capture_output=True, text=True, env=ENV)
+            if ran.returncode:
+                raise SystemExit(f"failed: warm_route.py graphgrad={method}\n{ran.stderr[-2000:]}")
+            calls.append(json.loads(ran.stdout.strip().splitlines()[-1])["warm"])
+        ours, other = np.load(os.path.join(work, "ours.npy")), np.load(os.path.join(work, f"innvestigate_{method}.npy"))
+        print(f"  {method:<36} {statistics.median(calls) * 1000:7.2f} ms {their_seconds * 1000:10.2f} ms   "
+              f"{np.abs(ours - other).max():.2e} (values up to {np.abs(other).max():.2e})")
 
 
 def warm(repeat, work):
@@ -454,14 +508,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "show", "unfreeze",
-                                           "batch", "attribution", "warm"],
+                                           "batch", "attribution", "warm", "innvestigate"],
                         action="append",
                         help="run only these cases (repeatable); default: all")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
     cases = args.only or ["chain", "embed", "rules", "nested", "dense", "show", "unfreeze", "batch", "attribution",
-                          "warm"]
+                          "warm", "innvestigate"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -495,6 +549,8 @@ def main():
             attribution(args.repeat, work)
         if "warm" in cases:
             warm(args.repeat, work)
+        if "innvestigate" in cases:
+            innvestigate(args.repeat, work)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ after a convolution). TOOL is one of
   graphgrad             graphgrad.Explainer(MODEL.pb, "gradient").explain(rows, 0)
   graphgrad-gradcam     the same with "gradcam", each row's predicted class (found
                         in each call)
+  graphgrad=METHOD      the same with METHOD (innvestigate's counterparts)
   tf-keras-vis          tf_keras_vis.saliency.Saliency on the Keras model
   tf-keras-vis-gradcam  tf_keras_vis.gradcam.Gradcam on CAM_LAYER, the same classes
                         (found once, before the calls)
@@ -102,6 +103,8 @@ def main():
     compared = None
     if tool == "session":
         call = session_route(graph_path, rows)
+    elif tool.startswith("graphgrad="):
+        call = graphgrad_route(graph_path, rows, tool.split("=", 1)[1])
     elif tool.startswith("graphgrad"):
         call = graphgrad_route(graph_path, rows, "gradcam" if tool.endswith("gradcam") else "gradient")
     else:
