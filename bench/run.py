@@ -335,48 +335,55 @@ def _peer_path(module: str, requirement: str, target: str):
     return target
 
 
+# Each model of the attribution case: its input, the rows' shape, the methods run, and its title.
+ATTRIBUTION_MODELS = {
+    "attribution": ((64, 784), ATTRIBUTION_METHODS,
+                    "attribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows"),
+    "cnn": ((64, 28, 28, 1), ATTRIBUTION_METHODS,
+            "cnn.pb: 28 x 28 x 1 -> 2 x (convolution, Relu, max pooling) -> 10, 64 rows"),
+    "mobilenet": ((8, 224, 224, 3), ["gradient", "integrated_gradients(steps=50)", "guided_backprop", "deeplift"],
+                  "mobilenet.pb: Keras' MobileNetV2 (random weights; Relu6, batch normalisation), 8 rows"),
+}
+
+
 def attribution(repeat, work):
-    """Each method of graphgrad attribute against a plain gradient, and deeplift
-    against SHAP's DeepExplainer (the same rule) on the same graph, 64 rows."""
+    """Each method of graphgrad attribute against a plain gradient, deeplift against
+    SHAP's DeepExplainer (the same rule) and integrated gradients against PAIR's
+    saliency, on the same graphs: an MLP, a CNN and MobileNetV2."""
+    shap_path = _peer_path("shap", "shap", SHAP_TARGET)
+    saliency_path = _peer_path("saliency.core", "saliency==0.2.1", SALIENCY_TARGET)
+    for name, (shape, methods, title) in ATTRIBUTION_MODELS.items():
+        _attribution_model(name, shape, methods, title, shap_path, saliency_path, repeat, work)
+
+
+def _attribution_model(name, shape, methods, title, shap_path, saliency_path, repeat, work):
     import numpy as np
 
-    source = built("attribution.pb", "attribution")
-    rows = os.path.join(work, "rows.npy")
-    np.save(rows, np.random.default_rng(0).uniform(0, 1, size=(64, 784)).astype(np.float32))
+    source = built(f"{name}.pb", name)
+    rows = os.path.join(work, f"{name}_rows.npy")
+    np.save(rows, np.random.default_rng(0).uniform(0, 1, size=shape).astype(np.float32))
+    outputs = {method: os.path.join(work, f"{name}_{index}.npy") for index, method in enumerate(methods)}
     commands = {
-        method: GRAPHGRAD + ["attribute", source, "--method", method, "--input", rows, "--y", "logits", "--target", "0",
-                             "-o", os.path.join(work, f"{index}.npy")]
-        for index, method in enumerate(ATTRIBUTION_METHODS)
+        method: GRAPHGRAD + ["attribute", source, "--method", method, "--input", rows, "--x", "x", "--y", "logits",
+                             "--target", "0", "-o", out]
+        for method, out in outputs.items()
     }
-    shap_path = _peer_path("shap", "shap", SHAP_TARGET)
+    peers = {}
     if shap_path is not None:
-        commands["SHAP DeepExplainer"] = [PYTHON, os.path.join(HERE, "shap_route.py"), source, "x:0", "logits:0", "0",
-                                          rows, os.path.join(work, "shap.npy"), *([shap_path] if shap_path else [])]
-    saliency_path = _peer_path("saliency.core", "saliency==0.2.1", SALIENCY_TARGET)
+        peers["SHAP DeepExplainer"] = ("shap_route.py", shap_path, "deeplift")
     if saliency_path is not None:
-        commands["saliency IntegratedGradients(50)"] = [
-            PYTHON, os.path.join(HERE, "saliency_route.py"), source, "x:0", "logits:0", "0", rows,
-            os.path.join(work, "saliency.npy"), *([saliency_path] if saliency_path else [])]
+        peers["saliency IntegratedGradients(50)"] = ("saliency_route.py", saliency_path,
+                                                     "integrated_gradients(steps=50)")
+    for label, (route, peer_path, _) in peers.items():
+        outputs[label] = os.path.join(work, f"{name}_{route}.npy")
+        commands[label] = [PYTHON, os.path.join(HERE, route), source, "x:0", "logits:0", "0", rows, outputs[label],
+                           *([peer_path] if peer_path else [])]
     results = measure(commands, repeat)
-    table("attribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows   (ratios against a plain "
-          "gradient)", results, "gradient")
-    if shap_path is not None:
-        ours, theirs = np.load(os.path.join(work, f"{ATTRIBUTION_METHODS.index('deeplift')}.npy")), np.load(
-            os.path.join(work, "shap.npy"))
-        print(f"  deeplift vs SHAP DeepExplainer: {results['SHAP DeepExplainer'][0] / results['deeplift'][0]:.2f}x "
-              f"faster; largest difference {np.abs(ours - theirs).max():.2e} (values up to {np.abs(theirs).max():.2e})")
-    if saliency_path is not None:
-        ours = np.load(os.path.join(work, f"{ATTRIBUTION_METHODS.index('integrated_gradients(steps=50)')}.npy"))
-        theirs = np.load(os.path.join(work, "saliency.npy"))
-        speed = results["saliency IntegratedGradients(50)"][0] / results["integrated_gradients(steps=50)"][0]
-        print(f"  integrated_gradients vs saliency's: {speed:.2f}x faster; largest difference "
-              f"{np.abs(ours - theirs).max():.2e} (values up to {np.abs(theirs).max():.2e}; the midpoint rule "
-              "against saliency's sum that counts both ends)")
-    outputs = {method: os.path.join(work, f"{index}.npy") for index, method in enumerate(ATTRIBUTION_METHODS)}
-    if shap_path is not None:
-        outputs["SHAP DeepExplainer"] = os.path.join(work, "shap.npy")
-    if saliency_path is not None:
-        outputs["saliency IntegratedGradients(50)"] = os.path.join(work, "saliency.npy")
+    table(f"{title}   (ratios against a plain gradient)", results, "gradient")
+    for label, (_, _, method) in peers.items():
+        ours, theirs = np.load(outputs[method]), np.load(outputs[label])
+        print(f"  {method} vs {label}: {results[label][0] / results[method][0]:.2f}x faster; largest "
+              f"difference {np.abs(ours - theirs).max():.2e} (values up to {np.abs(theirs).max():.2e})")
     found = subprocess.run([PYTHON, os.path.join(HERE, "deletion_auc.py"), source, "x:0", "logits:0", "0", rows,
                             *outputs.values()], check=True, env=ENV, capture_output=True, text=True)
     area = json.loads(found.stdout.strip().splitlines()[-1])

@@ -1188,6 +1188,39 @@ def test_grad_cam_of_an_x_without_a_batch_axis_has_its_height_and_width(tmp_path
     np.testing.assert_allclose(got, batchless_reference(image, cam), rtol=1e-5, atol=1e-7)
 
 
+def conditional_cnn():
+    """x (N, 8, 8, 1) -> convolution, Relu -> a TF1 conditional (doubled or not) ->
+    convolution, Relu -> mean -> logits (2): the branch's tensors have no value in a
+    run that does not take it."""
+    rng = np.random.default_rng(4)
+    x = v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+    h = tf.nn.relu(tf.nn.conv2d(x, rng.standard_normal((3, 3, 1, 4)).astype(np.float32), 1, "SAME"))
+    enabled = tf.compat.v1.control_flow_v2_enabled()
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        h = v1.cond(v1.placeholder_with_default(False, [], name="double"), lambda: tf.multiply(h, 2.0, name="doubled"),
+                    lambda: tf.identity(h, name="kept"))
+    finally:
+        if enabled:
+            tf.compat.v1.enable_control_flow_v2()
+    h = tf.nn.relu(tf.nn.conv2d(h, rng.standard_normal((3, 3, 4, 4)).astype(np.float32), 1, "SAME"), name="features")
+    tf.matmul(tf.reduce_mean(h, axis=[1, 2]), rng.standard_normal((4, 2)).astype(np.float32), name="logits")
+
+
+def test_grad_cam_takes_no_layer_inside_a_conditional(tmp_path):
+    """The default layer is the last one a run can fetch (after the branches join);
+    a --layer inside a branch is refused in one line."""
+    path = _graph_file(tmp_path, conditional_cnn)
+    rows = _saved(tmp_path, RNG.normal(size=(2, 8, 8, 1)).astype(np.float32))
+    report = json.loads(run_cli("attribute", path, "--method", "gradcam", "--input", rows, "--y", "logits",
+                                "--target", "1", "-o", tmp_path / "cam.npy", "--json").stdout)
+    assert report["layer"] == "features:0"
+    result = run_cli("attribute", path, "--method", "gradcam", "--input", rows, "--y", "logits", "--target", "1",
+                     "--layer", "cond/kept:0", "-o", tmp_path / "cam.npy", expect=2)
+    assert "--layer cond/kept:0: a class activation map needs a layer a run can fetch, and cond/kept:0 is inside a " \
+           "while loop or a conditional" in result.stderr
+
+
 @pytest.mark.parametrize("method, target, code, message", [
     ("deeplift", "2", 1, "deeplift runs each example beside its baseline in one batch, and x:0 has no batch axis"),
     ("gradient", "predicted", 2, "--target predicted chooses one class per example, and x:0 has no batch axis"),

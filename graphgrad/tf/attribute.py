@@ -558,23 +558,24 @@ def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
     """Grad-CAM's layer: the tensor ``name``, else the last 4-D floating-point tensor
     (NHWC) on the path from x to y after a convolution whose height and width are
     over 1 (or unknown), of those a run can fetch (outside TF1 loops and conditionals)."""
+    ordered = [op for op in run.graph.get_operations() if op in path_ops]  # graph order: producers first
+    inside = _in_branches(ordered)
     if name:
         layer = tensor_named(run.graph, name)
         if layer.shape.rank != 4 or layer.op not in path_ops:
             raise UsageError(f"--layer {name}: a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) "
                              f"tensor on the path from {x.name} to {run.y}; it has shape {layer.shape}")
-        if not _fetchable(layer.op, path_ops):
+        if in_while_loop(layer.op) or layer.op in inside:
             raise UsageError(f"--layer {name}: a class activation map needs a layer a run can fetch, and {name} is "
                              "inside a while loop or a conditional; name one outside them")
         return layer
-    ordered = [op for op in run.graph.get_operations() if op in path_ops]  # graph order: producers first
     convolved: set = set()  # the ops on the path at or after a convolution: a layer's activations, not x's pixels
     for op in ordered:
         if op.type in CONVOLUTIONS or any(source.op in convolved for source in op.inputs):
             convolved.add(op)
     layers = [t for op in ordered if op in convolved for t in op.outputs
               if t.shape.rank == 4 and t.dtype.is_floating and all(d is None or d > 1 for d in t.shape.as_list()[1:3])]
-    fetchable = [t for t in layers if _fetchable(t.op, path_ops)]
+    fetchable = [t for t in layers if t.op not in inside and not in_while_loop(t.op)]
     if not fetchable:
         if layers:
             why = "those on it are inside while loops or conditionals, whose values a run cannot fetch"
@@ -587,24 +588,18 @@ def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
     return fetchable[-1]
 
 
-def _fetchable(op: Any, path_ops: set) -> bool:
-    """Whether a run can fetch ``op``'s outputs: it is in no TF1 while loop (graphgrad
-    gives loops their contexts when it imports them) and no conditional's branch (no
-    Switch above it on the path before a Merge joins the branches)."""
-    if in_while_loop(op):
-        return False
-    seen, pending = {op}, [op]
-    while pending:
-        current = pending.pop()
-        if current.type in ("Switch", "RefSwitch", "Enter", "RefEnter"):
-            return False
-        if current.type in ("Merge", "RefMerge", "Exit", "RefExit") and current is not op:
-            continue
-        for source in current.inputs:
-            if source.op in path_ops and source.op not in seen:
-                seen.add(source.op)
-                pending.append(source.op)
-    return True
+def _in_branches(ordered: list) -> set:
+    """The ops of ``ordered`` (the path, producers first) that a conditional's branch
+    or a TF1 loop holds: those after a Switch (or an Enter) on the path before a Merge
+    (or an Exit) joins them again; a run cannot fetch their values."""
+    inside: set = set()
+    for op in ordered:
+        if op.type in ("Switch", "RefSwitch", "Enter", "RefEnter"):
+            inside.add(op)
+        elif op.type not in ("Merge", "RefMerge", "Exit", "RefExit") and any(
+                source.op in inside for source in op.inputs):
+            inside.add(op)
+    return inside
 
 
 def _image_size(tf: Any, x: Any, one_example: str | None) -> Any:

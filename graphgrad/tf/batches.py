@@ -38,10 +38,11 @@ def batching_for(x: Any, path_ops: Iterable, row_bytes: int) -> Batching:
 
 def adds_its_batch(x: Any, path_ops: Iterable) -> str | None:
     """Why x is one example without a batch axis, or None: every op on the path that
-    reads x gives it a leading axis of size 1 (``ExpandDims`` at 0, or a ``Reshape``
-    to ``[1, ...]``), so the graph makes its own batch of one."""
+    reads x's values gives it a leading axis of size 1 (``ExpandDims`` at 0, or a
+    ``Reshape`` to ``[1, ...]``), so the graph makes its own batch of one."""
     on_path = set(path_ops)
-    readers = [op for op in x.consumers() if op in on_path]
+    # the ops that carry x's values on (its shape, size or rank are not where the batch is made)
+    readers = [op for op in x.consumers() if op in on_path and op.outputs and op.outputs[0].dtype.is_floating]
     if x.shape.rank is None or not readers:
         return None
     for op in readers:
