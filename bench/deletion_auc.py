@@ -7,7 +7,10 @@ output rests on.
 
     python bench/deletion_auc.py GRAPH.pb X Y TARGET ROWS.npy ATTRIBUTIONS.npy...
 
-Prints one JSON object: attributions file -> area.
+Also each file's completeness gap, from the same runs: the largest, over the rows,
+of |sum of the attributions - (y(x) - y(0))| / |y(x) - y(0)| for the target's logit
+(the property DeepLIFT and integrated gradients promise against a zero baseline).
+Prints one JSON object: attributions file -> [area, completeness gap].
 """
 
 import json
@@ -28,11 +31,16 @@ def areas(graph_path: str, x_name: str, y_name: str, target: int, rows: np.ndarr
     with graph.as_default():
         v1.import_graph_def(graph_def, name="")
         x = graph.get_tensor_by_name(x_name)
+        logit = graph.get_tensor_by_name(y_name)[:, target]
         probability = tf.nn.softmax(graph.get_tensor_by_name(y_name))[:, target]
     flat = rows.reshape(len(rows), -1)
     found = {}
     with v1.Session(graph=graph) as session:
+        difference = (session.run(logit, {x: rows}).astype(np.float64)
+                      - session.run(logit, {x: np.zeros_like(rows)}).astype(np.float64))
         for path in attributions:
+            sums = np.load(path).reshape(len(rows), -1).astype(np.float64).sum(axis=1)
+            gap = float(np.max(np.abs(sums - difference) / np.maximum(np.abs(difference), 1e-12)))
             order = np.argsort(-np.load(path).reshape(len(rows), -1), axis=1, kind="stable")
             curve = []
             for step in range(STEPS + 1):
@@ -41,7 +49,7 @@ def areas(graph_path: str, x_name: str, y_name: str, target: int, rows: np.ndarr
                 np.put_along_axis(deleted, cut, 0.0, axis=1)
                 curve.append(session.run(probability, {x: deleted.reshape(rows.shape)}))
             curve = np.asarray(curve)  # (steps + 1, rows)
-            found[path] = float(((curve[1:] + curve[:-1]) / 2).mean())
+            found[path] = [float(((curve[1:] + curve[:-1]) / 2).mean()), gap]
     return found
 
 

@@ -1,6 +1,6 @@
-"""innvestigate 2.1.2 on the bench's digits CNN (bench/run.py's warm case), run by
-the Python of a virtualenv of its own: innvestigate needs TensorFlow below 2.15 and
-numpy below 2, which do not install beside graphgrad's TensorFlow here.
+"""innvestigate 2.1.2 on the bench's digits CNN (bench/run.py's tf214 case), run by
+the Python of the virtualenv the bench makes for the peers that need TensorFlow
+below 2.15 and numpy below 2, which do not install beside graphgrad's TensorFlow.
 
     VENV/bin/python bench/innvestigate_route.py CNN.npz ROWS.npy OUT_FOLDER
 

@@ -335,14 +335,15 @@ def _peer_path(module: str, requirement: str, target: str):
     return target
 
 
-# Each model of the attribution case: its input, the rows' shape, the methods run, and its title.
+# Each model of the attribution case: its input, the rows' shape, the target, the methods run and its
+# title. MobileNetV2's random weights put every row in class 995; the others' classes are all near 0.1.
 ATTRIBUTION_MODELS = {
-    "attribution": ((64, 784), ATTRIBUTION_METHODS,
+    "attribution": ((64, 784), 0, ATTRIBUTION_METHODS,
                     "attribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows"),
-    "cnn": ((64, 28, 28, 1), ATTRIBUTION_METHODS,
+    "cnn": ((64, 28, 28, 1), 0, ATTRIBUTION_METHODS,
             "cnn.pb: 28 x 28 x 1 -> 2 x (convolution, Relu, max pooling) -> 10, 64 rows"),
-    "mobilenet": ((8, 224, 224, 3), ["gradient", "integrated_gradients(steps=50)", "guided_backprop", "deeplift"],
-                  "mobilenet.pb: Keras' MobileNetV2 (random weights; Relu6, batch normalisation), 8 rows"),
+    "mobilenet": ((8, 224, 224, 3), 995, ["gradient", "integrated_gradients(steps=50)", "guided_backprop", "deeplift"],
+                  "mobilenet.pb: Keras' MobileNetV2 (random weights; Relu6, batch normalisation), 8 rows, class 995"),
 }
 
 
@@ -352,11 +353,11 @@ def attribution(repeat, work):
     saliency, on the same graphs: an MLP, a CNN and MobileNetV2."""
     shap_path = _peer_path("shap", "shap", SHAP_TARGET)
     saliency_path = _peer_path("saliency.core", "saliency==0.2.1", SALIENCY_TARGET)
-    for name, (shape, methods, title) in ATTRIBUTION_MODELS.items():
-        _attribution_model(name, shape, methods, title, shap_path, saliency_path, repeat, work)
+    for name, (shape, target, methods, title) in ATTRIBUTION_MODELS.items():
+        _attribution_model(name, shape, str(target), methods, title, shap_path, saliency_path, repeat, work)
 
 
-def _attribution_model(name, shape, methods, title, shap_path, saliency_path, repeat, work):
+def _attribution_model(name, shape, target, methods, title, shap_path, saliency_path, repeat, work):
     import numpy as np
 
     source = built(f"{name}.pb", name)
@@ -365,7 +366,7 @@ def _attribution_model(name, shape, methods, title, shap_path, saliency_path, re
     outputs = {method: os.path.join(work, f"{name}_{index}.npy") for index, method in enumerate(methods)}
     commands = {
         method: GRAPHGRAD + ["attribute", source, "--method", method, "--input", rows, "--x", "x", "--y", "logits",
-                             "--target", "0", "-o", out]
+                             "--target", target, "-o", out]
         for method, out in outputs.items()
     }
     peers = {}
@@ -376,27 +377,31 @@ def _attribution_model(name, shape, methods, title, shap_path, saliency_path, re
                                                      "integrated_gradients(steps=50)")
     for label, (route, peer_path, _) in peers.items():
         outputs[label] = os.path.join(work, f"{name}_{route}.npy")
-        commands[label] = [PYTHON, os.path.join(HERE, route), source, "x:0", "logits:0", "0", rows, outputs[label],
-                           *([peer_path] if peer_path else [])]
+        commands[label] = [PYTHON, os.path.join(HERE, route), source, "x:0", "logits:0", target, rows,
+                           outputs[label], *([peer_path] if peer_path else [])]
     results = measure(commands, repeat)
     table(f"{title}   (ratios against a plain gradient)", results, "gradient")
     for label, (_, _, method) in peers.items():
         ours, theirs = np.load(outputs[method]), np.load(outputs[label])
         print(f"  {method} vs {label}: {results[label][0] / results[method][0]:.2f}x faster; largest "
               f"difference {np.abs(ours - theirs).max():.2e} (values up to {np.abs(theirs).max():.2e})")
-    found = subprocess.run([PYTHON, os.path.join(HERE, "deletion_auc.py"), source, "x:0", "logits:0", "0", rows,
+    found = subprocess.run([PYTHON, os.path.join(HERE, "deletion_auc.py"), source, "x:0", "logits:0", target, rows,
                             *outputs.values()], check=True, env=ENV, capture_output=True, text=True)
-    area = json.loads(found.stdout.strip().splitlines()[-1])
+    figures = json.loads(found.stdout.strip().splitlines()[-1])
     print("  deletion AUC (the target's probability as the most attributed entries are zeroed; lower: more "
-          "faithful):")
+          "faithful), and the completeness gap (|sum - (y(x) - y(0))| / |y(x) - y(0)|, the largest of the rows; "
+          "promised by DeepLIFT, SHAP and integrated gradients):")
     for label, path in outputs.items():
-        print(f"    {label:<36} {area[path]:.4f}")
+        area, gap = figures[path]
+        print(f"    {label:<36} {area:.4f}   {gap:.1e}")
 
 
 KERAS_VIS_TARGET = os.path.join(CACHE, "tfkerasvislib")  # tf-keras-vis, installed as SHAP is
-# innvestigate needs TensorFlow < 2.15 and numpy < 2: a virtualenv of its own
-INNVESTIGATE_VENV = os.path.join(CACHE, "innvestigate-venv")
-INNVESTIGATE = ["tensorflow-cpu==2.14.1", "innvestigate==2.1.2", "numpy<2"]
+# innvestigate and alibi need TensorFlow < 2.15 and numpy < 2: a virtualenv of their own
+# (spaCy, which alibi imports, needs click without requiring it)
+TF214_VENV = os.path.join(CACHE, "tf214-venv")
+TF214_PEERS = ["tensorflow-cpu==2.14.1", "innvestigate==2.1.2", "alibi==0.9.6", "click", "numpy<2"]
+TF214_ROUTES = {"innvestigate 2.1.2": "innvestigate_route.py", "alibi 0.9.6": "alibi_route.py"}
 WARM_TOOLS = {
     "session": "session.run of tf.gradients",
     "graphgrad": "graphgrad Explainer, gradient",
@@ -414,43 +419,51 @@ WARM_MODELS = {
 }
 
 
-def _innvestigate_python():
-    """The Python of a virtualenv with innvestigate and the TensorFlow it needs,
-    made once; None, with the reason printed, where it cannot be installed."""
-    python = os.path.join(INNVESTIGATE_VENV, "bin", "python")
+def _tf214_python():
+    """The Python of a virtualenv with the peers that need TensorFlow 2.14, made
+    once; None, with the reason printed, where they cannot be installed."""
+    python = os.path.join(TF214_VENV, "bin", "python")
     if not os.path.exists(python):
-        print(f"installing {', '.join(INNVESTIGATE)} in a virtualenv of their own (once) ...", flush=True)
-        made = subprocess.run([PYTHON, "-m", "venv", INNVESTIGATE_VENV], capture_output=True, text=True)
+        print(f"installing {', '.join(TF214_PEERS)} in a virtualenv of their own (once) ...", flush=True)
+        made = subprocess.run([PYTHON, "-m", "venv", TF214_VENV], capture_output=True, text=True)
         installed = made.returncode == 0 and subprocess.run(
-            [python, "-m", "pip", "install", "--quiet", *INNVESTIGATE], capture_output=True, text=True)
+            [python, "-m", "pip", "install", "--quiet", *TF214_PEERS], capture_output=True, text=True)
         if not installed or installed.returncode:
-            shutil.rmtree(INNVESTIGATE_VENV, ignore_errors=True)
+            shutil.rmtree(TF214_VENV, ignore_errors=True)
             why = (installed.stderr if installed else made.stderr).strip()[-200:]
-            print(f"  innvestigate not measured: it could not be installed ({why})")
+            print(f"  innvestigate and alibi not measured: they could not be installed ({why})")
             return None
     return python
 
 
-def innvestigate(repeat, work):
-    """innvestigate's analyzers against graphgrad's methods of the same definitions,
-    on the digits CNN (innvestigate on the Keras 2 rebuild of its weights, graphgrad
-    on its frozen graph): agreement, and warm calls (graphgrad's Explainer kept)."""
+def tf214_peers(repeat, work):
+    """innvestigate's analyzers and alibi's integrated gradients against graphgrad's
+    methods of the same definitions, on the digits CNN (the peers on the Keras 2
+    rebuild of its weights, in TensorFlow 2.14; graphgrad on its frozen graph):
+    agreement, and warm calls (graphgrad's Explainer kept)."""
     import numpy as np
 
-    python = _innvestigate_python()
+    python = _tf214_python()
     if python is None:
         return
     source = built("cnn.pb", "cnn")
     rows = os.path.join(work, "cnn_rows.npy")
     np.save(rows, np.random.default_rng(0).uniform(0, 1, size=(64, 28, 28, 1)).astype(np.float32))
-    done = subprocess.run([python, os.path.join(HERE, "innvestigate_route.py"), os.path.join(CACHE, "cnn.npz"),
-                           rows, work], capture_output=True, text=True, env=ENV)
-    if done.returncode:
-        raise SystemExit(f"failed: innvestigate_route.py\n{done.stderr[-2000:]}")
-    theirs = json.loads(done.stdout.strip().splitlines()[-1])
-    print("\ncnn.pb: innvestigate 2.1.2 (TensorFlow 2.14, its own virtualenv) against graphgrad, 64 rows: warm "
-          "calls, and the largest difference")
-    print(f"  {'graphgrad method':<36} {'graphgrad':>10} {'innvestigate':>13}   difference")
+    print("\ncnn.pb: innvestigate and alibi (TensorFlow 2.14, a virtualenv of their own) against graphgrad, 64 rows: "
+          "warm calls, and the largest difference")
+    print(f"  {'graphgrad method':<36} {'graphgrad':>10} {'the peer':>13}   difference")
+    for peer, route in TF214_ROUTES.items():
+        done = subprocess.run([python, os.path.join(HERE, route), os.path.join(CACHE, "cnn.npz"), rows, work],
+                              capture_output=True, text=True, env=ENV)
+        if done.returncode:
+            raise SystemExit(f"failed: {route}\n{done.stderr[-2000:]}")
+        _against_tf214_peer(peer, json.loads(done.stdout.strip().splitlines()[-1]), source, rows, repeat, work)
+
+
+def _against_tf214_peer(peer, theirs, source, rows, repeat, work):
+    import numpy as np
+
+    prefix = peer.split()[0]
     for method, their_seconds in theirs.items():
         calls = []
         for _ in range(repeat):
@@ -460,9 +473,9 @@ def innvestigate(repeat, work):
             if ran.returncode:
                 raise SystemExit(f"failed: warm_route.py graphgrad={method}\n{ran.stderr[-2000:]}")
             calls.append(json.loads(ran.stdout.strip().splitlines()[-1])["warm"])
-        ours, other = np.load(os.path.join(work, "ours.npy")), np.load(os.path.join(work, f"innvestigate_{method}.npy"))
+        ours, other = np.load(os.path.join(work, "ours.npy")), np.load(os.path.join(work, f"{prefix}_{method}.npy"))
         print(f"  {method:<36} {statistics.median(calls) * 1000:7.2f} ms {their_seconds * 1000:10.2f} ms   "
-              f"{np.abs(ours - other).max():.2e} (values up to {np.abs(other).max():.2e})")
+              f"{np.abs(ours - other).max():.2e} (values up to {np.abs(other).max():.2e}; {peer})")
 
 
 def warm(repeat, work):
@@ -515,14 +528,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "show", "unfreeze",
-                                           "batch", "attribution", "warm", "innvestigate"],
+                                           "batch", "attribution", "warm", "tf214"],
                         action="append",
                         help="run only these cases (repeatable); default: all")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
     cases = args.only or ["chain", "embed", "rules", "nested", "dense", "show", "unfreeze", "batch", "attribution",
-                          "warm", "innvestigate"]
+                          "warm", "tf214"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -556,8 +569,8 @@ def main():
             attribution(args.repeat, work)
         if "warm" in cases:
             warm(args.repeat, work)
-        if "innvestigate" in cases:
-            innvestigate(args.repeat, work)
+        if "tf214" in cases:
+            tf214_peers(args.repeat, work)
 
 
 if __name__ == "__main__":
