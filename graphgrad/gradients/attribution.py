@@ -173,7 +173,7 @@ def _deeplift_max_pool(tf, op, grads):
     op_types=LINEAR_LAYERS + ("DepthwiseConv2dNative",),
 )
 def eps_lrp_linear(tf, op, grads, eps):
-    z = layer_output(op)
+    z = _layer_output(op)
     stabiliser = tf.where(z >= 0, tf.ones_like(z), -tf.ones_like(z)) * tf.cast(eps, z.dtype)
     return first_input_only(op, own_gradient(op, [grads[0] * z / (z + stabiliser)])[0])
 
@@ -230,7 +230,7 @@ def signal_take_all(tf, op, grads):
     return own
 
 
-def layer_output(op: Any) -> Any:
+def _layer_output(op: Any) -> Any:
     """The output of the layer a MatMul or convolution ``op`` computes: the BiasAdd's
     that reads only it, where there is one (a Dense or Conv2D layer's op pair), else
     the op's own. LRP's rules take a layer's relevance at its biased output."""
@@ -264,7 +264,7 @@ def _check_alpha_beta(params: dict) -> None:
 )
 def lrp_alpha_beta(tf, op, grads, alpha, beta):
     x, weights = op.inputs[0], op.inputs[1]
-    relevance = grads[0] * layer_output(op)
+    relevance = grads[0] * _layer_output(op)
     positive_weights, negative_weights = tf.nn.relu(weights), -tf.nn.relu(-weights)
     positive_x, negative_x = tf.nn.relu(x), -tf.nn.relu(-x)
     forward, backward = _linear_pair(tf, op)

@@ -26,9 +26,9 @@ from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import first_names, function_bodies, functions_run
 from ..names import CALL_OPS
-from .internals import in_while_loop
 from .batches import Batching, adds_its_batch, batching_for, in_batches, padded
 from .check import summed_softmax, tensor_entry
+from .internals import in_while_loop
 from .loading import (
     DEFAULT_TIMEOUT,
     chosen_tags,
