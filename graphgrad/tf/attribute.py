@@ -690,7 +690,9 @@ def _attributions(method: Method, inputs: Any, base: Any, batching: Batching, gr
             rows, alpha = index % len(inputs), alphas[index // len(inputs)].reshape((-1,) + (1,) * (inputs.ndim - 1))
             points = base[rows] + (alpha * (inputs[rows] - base[rows])).astype(inputs.dtype)
             gradients = gradient_at(padded(points, batching), padded(origin[rows], batching))
-            np.add.at(total, rows, np.asarray(gradients)[:len(index)])
+            gradients = np.asarray(gradients)[:len(index)]
+            for row in np.unique(rows):  # np.add.at, unbuffered, took 3 of MobileNetV2's 16 s
+                total[row] += gradients[rows == row].sum(axis=0, dtype=np.float64)
         return (total / method.steps * (inputs - base)).astype(inputs.dtype)
     gradients = in_batches(gradient_at, inputs, batching, origin)
     return gradients * (inputs if method.times_input else 1)
