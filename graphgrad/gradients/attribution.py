@@ -7,7 +7,7 @@ a method is these rules on the nonlinear ops, then the gradient times the input
 from typing import Any
 
 from ..errors import SpecError
-from .common import first_input_only, own_gradient
+from .common import ancestors, first_input_only, own_gradient
 from .masking import RELU_FAMILY
 from .registry import REPLACEMENT, Param, builtin, check_positive
 
@@ -202,16 +202,8 @@ def _forwarded(tensor: Any) -> Any:
 def _computed_from_inputs(tensor: Any) -> bool:
     """Whether ``tensor`` depends on a floating-point placeholder of its graph (the
     graph's inputs; in a function body, its arguments), through loops included."""
-    seen, pending = {tensor.op.name}, [tensor.op]
-    while pending:
-        op = pending.pop()
-        if op.type in ("Placeholder", "PlaceholderWithDefault") and op.outputs[0].dtype.is_floating:
-            return True
-        for source in op.inputs:
-            if source.op.name not in seen:
-                seen.add(source.op.name)
-                pending.append(source.op)
-    return False
+    return any(ref.deref().op.type in ("Placeholder", "PlaceholderWithDefault") and ref.deref().dtype.is_floating
+               for ref in ancestors(tensor))
 
 
 @builtin(

@@ -31,13 +31,13 @@ def custom_gradient_results(op: Any) -> int | None:
     if op.type != "IdentityN" or len(op.inputs) < 2:
         return None
     inputs = [tensor.ref() for tensor in op.inputs]  # graph tensors are not hashable in TF2
-    ancestors = [_ancestors(tensor) for tensor in op.inputs]
+    ancestors_of = [ancestors(tensor) for tensor in op.inputs]
     read = max((index + 1 for index, output in enumerate(op.outputs)
                 if any(consumer.type not in VALUE_INDEPENDENT for consumer in output.consumers())), default=1)
     splits = [
         split for split in range(read, len(inputs))
-        if all(any(inputs[j] in ancestors[i] for j in range(split, len(inputs))) for i in range(split))
-        and not any(inputs[i] in ancestors[j] and inputs[i] != inputs[j]
+        if all(any(inputs[j] in ancestors_of[i] for j in range(split, len(inputs))) for i in range(split))
+        and not any(inputs[i] in ancestors_of[j] and inputs[i] != inputs[j]
                     for i in range(split) for j in range(split, len(inputs)))
     ]
     if len(splits) <= 1:
@@ -67,7 +67,7 @@ def _results_match_arguments(op: Any, split: int) -> bool:
         for result, argument in zip(op.inputs[:split], op.inputs[split:2 * split]))
 
 
-def _ancestors(tensor) -> set:
+def ancestors(tensor: Any) -> set:
     """References to ``tensor`` and every tensor it is computed from (data inputs,
     transitively)."""
     seen, pending = {tensor.ref()}, [tensor]

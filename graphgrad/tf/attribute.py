@@ -25,7 +25,8 @@ from ..gradients.attribution import DEEPLIFT_OPS, LINEAR_LAYERS, MAX_POOLS, NONL
 from ..gradients.masking import RELU_FAMILY
 from ..gradients.spec import parse_spec, parse_stages
 from ..graph.functions import first_names, function_bodies, functions_run
-from ..names import CALL_OPS
+from ..graph.loops import EXITS, MERGES, SWITCHES
+from ..names import CALL_OPS, TF1_LOOP_ENTERS
 from .batches import Batching, adds_its_batch, batching_for, in_batches, padded
 from .check import summed_softmax, tensor_entry
 from .internals import in_while_loop
@@ -360,12 +361,12 @@ class Explainer:
         key = "rows" if by_row else target
         if key in self._built:
             return self._built[key]
+        given = f"--target {'predicted' if isinstance(target, str) else 'FILE.npy'}"
         if by_row and self.one_example:
-            raise UsageError(f"--target {'predicted' if isinstance(target, str) else 'FILE.npy'} chooses one class "
-                             f"per example, and {self.one_example}, so y's rows are not examples; give --target "
-                             "INDEX")
+            raise UsageError(f"{given} chooses one class per example, and {self.one_example}, so y's rows are not "
+                             "examples; give --target INDEX")
         if by_row and run.y_tensor.shape.rank != 2:
-            raise UsageError(f"--target {'predicted' if isinstance(target, str) else 'FILE.npy'} chooses one class "
+            raise UsageError(f"{given} chooses one class "
                              f"per row of y of shape [rows, classes]; {run.y} has shape "
                              f"{run.y_tensor.shape.as_list() if run.y_tensor.shape.rank is not None else 'unknown'}")
         with run.graph.as_default(), tf1_control_flow(run.graph):
@@ -594,9 +595,9 @@ def _in_branches(ordered: list) -> set:
     (or an Exit) joins them again; a run cannot fetch their values."""
     inside: set = set()
     for op in ordered:
-        if op.type in ("Switch", "RefSwitch", "Enter", "RefEnter"):
+        if op.type in SWITCHES + TF1_LOOP_ENTERS:
             inside.add(op)
-        elif op.type not in ("Merge", "RefMerge", "Exit", "RefExit") and any(
+        elif op.type not in MERGES + EXITS and any(
                 source.op in inside for source in op.inputs):
             inside.add(op)
     return inside
