@@ -6,6 +6,7 @@ import click
 
 from ..errors import UsageError
 from ..files.arrays import load_array
+from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
 from . import options
@@ -73,8 +74,11 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
 
     if not out.endswith(".npy"):
         raise UsageError(f"-o {out}: attributions are written as .npy; name a file ending in .npy")
-    _refuse_overwrites(model, {"--input": input_path, "--baseline": None if baseline == "zero" else baseline},
-                       {"-o": out, "--image": image})
+    read = {"--input": input_path, "--baseline": None if baseline == "zero" else baseline, "--target": target_text}
+    refuse_outputs_over_inputs(
+        {f"the model {model}": model_files(model) + (checkpoint_files(checkpoint) if checkpoint else []),
+         **{f"{option} {path}": [path] for option, path in read.items() if path and path.endswith(".npy")}},
+        [Output("-o", out)] + ([Output("--image", image)] if image else []))
     method = parse_method(method_text)
     inputs = load_array(input_path, "--input")
     reference = None if baseline == "zero" else load_array(baseline, "--baseline")
@@ -146,32 +150,6 @@ def _noise(text: str) -> tuple[int, float]:
     if samples < 1 or not 0 <= scale < float("inf"):
         raise UsageError(f"--noise {text!r}: expected N,SIGMA with N at least 1 and SIGMA at least 0, e.g. 50,0.15")
     return samples, scale
-
-
-def _refuse_overwrites(model: str, inputs: dict, outputs: dict) -> None:
-    """Refuse outputs that cannot be written (no such directory, not writable), or
-    that would land on the model (or inside its SavedModel directory), on an input
-    array, or on each other, before anything is read."""
-    import os
-
-    from ..files.writing import same_model
-
-    given = {option: path for option, path in outputs.items() if path}
-    for option, path in given.items():
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise UsageError(f"{option} {path}: no directory {folder}; create it first")
-        if not os.access(folder, os.W_OK):
-            raise UsageError(f"{option} {path}: the directory {folder} is not writable")
-        real = os.path.realpath(path)
-        inside = os.path.isdir(model) and real.startswith(os.path.realpath(model) + os.sep)
-        if same_model(model, path) or inside:
-            raise UsageError(f"{option} {path} would overwrite the model {model}; write it elsewhere")
-        for other, source in inputs.items():
-            if source and real == os.path.realpath(source):
-                raise UsageError(f"{option} {path} would overwrite {other} {source}; write it elsewhere")
-    if len({os.path.realpath(path) for path in given.values()}) < len(given):
-        raise UsageError(f"-o and --image name one file, {given['-o']}: give each its own")
 
 
 def _save_array(path: str, array) -> None:

@@ -70,7 +70,7 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
         if not separator or any(d < 0 for d in feed_shapes.get(name.removesuffix(":0"), [])):
             raise click.UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with whole numbers, e.g. x=1,224,224,3")
     if html_out:  # refused before TensorFlow is imported
-        require_output(html_out, (".html",), "--html")
+        require_output(model, html_out, (".html",), "--html")
     with tensorflow_quiet(verbose):
         report = run_until(timeout, check_model, model, xs, y, feeds, batch, seed, kind, tags, target, allow_effects,
                            checkpoint, timeout, feed_shapes, what=f"check of {model}")

@@ -7,12 +7,13 @@ crash can lose it, and nothing else. Temporaries that killed writers left are
 swept; a write through a link, or onto a FIFO or a device, is refused.
 """
 
+import contextlib
 import os
 import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import groupby
 
 from ..errors import ModelWriteError
@@ -393,16 +394,7 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
             f"cannot write SavedModel to {out_dir}: it exists and is not a SavedModel "
             "directory; choose another output"
         )
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    staging = backup = staging_lock = None
-    try:
-        if sweep:
-            remove_stale_temporaries(parent, os.path.basename(out_dir))
-        staging = tempfile.mkdtemp(
-            prefix=f".{temporary_target(os.path.basename(out_dir))}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent
-        )
-        staging_lock = os.open(staging, os.O_RDONLY)
-        _lock(staging_lock)
+    with replaced_directory(out_dir, sweep) as staging:
         for member in SAVED_MODEL_MEMBERS:
             # Symbolic links are copied as links, as cp -R does: never followed out of the model.
             source = os.path.join(model.root or "", member)
@@ -414,14 +406,37 @@ def _write_saved_model_dir(model: Model, data: bytes, out_dir: str, filename: st
                 shutil.copy2(source, os.path.join(staging, member))
         with open(os.path.join(staging, filename), "wb") as stream:
             stream.write(data)
+
+
+@contextlib.contextmanager
+def replaced_directory(out_dir: str, sweep: bool = True) -> Iterator[str]:
+    """A staging directory beside ``out_dir`` for the block to fill; when the block
+    ends without an error it becomes ``out_dir`` in one step (what ``out_dir`` held
+    is removed), with ``out_dir``'s mode, or the umask's for a new folder. On any
+    error nothing changes. The staging directory is named and locked as the
+    temporary files are, so the next write sweeps the one a killed writer left.
+    ``sweep``: see :func:`write_chunks`."""
+    replacing = os.path.exists(out_dir)
+    mode = stat.S_IMODE(os.stat(out_dir).st_mode) if replacing else 0o777 & ~_umask()
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    staging = backup = staging_lock = None
+    try:
+        if sweep:
+            remove_stale_temporaries(parent, os.path.basename(out_dir))
+        staging = tempfile.mkdtemp(
+            prefix=f".{temporary_target(os.path.basename(out_dir))}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=parent
+        )
+        staging_lock = os.open(staging, os.O_RDONLY)
+        _lock(staging_lock)
+        yield staging
         if replacing:  # see the module docstring
             _flush_tree(staging)
-        os.chmod(staging, 0o777 & ~_umask())
+        os.chmod(staging, mode)
         if replacing and _exchange(staging, out_dir):
-            pass  # one step: out_dir is the new model, staging the old one (removed below)
+            pass  # one step: out_dir is the new folder, staging the old one (removed below)
         else:
             if replacing:  # two steps where the kernel cannot exchange: a kill between them
-                backup = staging + ".old"  # leaves the old model here, which a sweep puts back
+                backup = staging + ".old"  # leaves the old folder here, which a sweep puts back
                 os.rename(out_dir, backup)
             os.rename(staging, out_dir)
             staging = None

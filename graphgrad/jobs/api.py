@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..edits.apply import rewrite_reading
 from ..edits.rewrite import RewriteOptions, RewriteReport
 from ..errors import GraphgradError, ModelWriteError, NothingSelectedError, UsageError
+from ..files.outputs import Output, model_files, refuse_outputs_over_inputs
 from ..files.writing import (
     backup_file,
     first_missing,
@@ -146,6 +147,8 @@ def _target(path: str, output: OutputOptions) -> str | None:
         raise UsageError("-o - : graphgrad writes models to files, not to standard output; name a file")
     if same_model(path, output.out):
         raise ModelWriteError(f"output {output.out} is the input {path}; to overwrite it, use --in-place")
+    refuse_outputs_over_inputs({f"the model {path}": model_files(path)},
+                               [Output("-o", output.out, folder=os.path.isdir(path))], folders_made=True)
     return output.out
 
 

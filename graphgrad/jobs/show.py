@@ -20,6 +20,7 @@ from typing import Any
 from ..names import BYPASS, EMBED_SPEC, GROUP, SERVING_DEFAULT, SOURCE
 from ..edits.summary import DANGLING, classify_override
 from ..errors import GraphgradError, UsageError
+from ..files.outputs import Output, model_files, refuse_outputs_over_inputs
 from ..files.reading import read_model
 from ..files.writing import write_chunks
 from ..graph.functions import called_function, saved_gradients
@@ -94,18 +95,17 @@ def findings_of_check(report: Any) -> Findings:
     return findings
 
 
-def require_output(out: str, formats: tuple = FORMATS, option: str = "-o") -> str:
+def require_output(model: str, out: str, formats: tuple = FORMATS, option: str = "-o") -> str:
     """The extension of a picture's output path, refused (one line) unless it is one
-    of ``formats`` in a folder that exists: before any work is done."""
+    of ``formats`` in a folder that exists, and not a file the model is read from:
+    before any work is done."""
     extension = os.path.splitext(out)[1].lower()
     if extension not in formats:
         *others, last = formats
         written = f"{', '.join(others)} or {last}" if others else last
         raise UsageError(f"{option} {out}: graphgrad writes {written} there; name a file ending in "
                          f"{'one of them' if others else last}")
-    folder = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(folder):
-        raise UsageError(f"{option} {out}: no directory {folder}; create it first")
+    refuse_outputs_over_inputs({f"the model {model}": model_files(model)}, [Output(option, out)])
     return extension
 
 
@@ -113,7 +113,7 @@ def show_model(path: str, out: str, options: ShowOptions, findings: Findings | N
     """Draw the gradient path of the model at ``path`` into ``out`` (.dot, .svg or
     .html), with what a run of ``check`` found if given; returns what was drawn.
     Nothing is written on any failure."""
-    extension = require_output(out)
+    extension = require_output(path, out)
     model = read_model(path, options.kind)
     picture = path_picture(_graph_def(model, options.tags), _with_signature(model, options))
     if findings is not None:

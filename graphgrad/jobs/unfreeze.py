@@ -4,48 +4,40 @@ a frozen GraphDef. The graph edits are :mod:`graphgrad.edits.unfreeze`'s; the
 checkpoint is TensorFlow's (:mod:`graphgrad.tf.unfreeze`)."""
 
 import os
-import shutil
-import tempfile
 
 from ..edits.unfreeze import FROZEN_NODES, Unfrozen, UnfreezeOptions, choose_weights, unfrozen
 from ..errors import GraphgradError, ModelReadError, UsageError
 from ..files.reading import read_model, read_small_file
-from ..files.writing import write_chunks
+from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
+from ..files.writing import replaced_directory, write_chunks
+from ..graph.hints import close_names
 from ..graph.model import Model
 
 
 def unfreeze(path: str, out_dir: str | None, options: UnfreezeOptions, kind: str | None = None,
-                   force: bool = False) -> Unfrozen:
+             force: bool = False) -> Unfrozen:
     """Make the weights of the model at ``path`` variables and write a training
     checkpoint to ``out_dir`` (None: only say what would become a variable).
     Nothing is written on any failure; an ``out_dir`` that holds files is replaced
     only with ``force``."""
+    if out_dir is not None:  # before anything is read
+        if os.path.isfile(out_dir):
+            raise UsageError(f"-o {out_dir} is a file; unfreeze writes a folder (model.meta, model.index, ...)")
+        refuse_outputs_over_inputs({f"the model {path}": model_files(path)}, [Output("-o", out_dir, folder=True)])
+        if os.path.isdir(out_dir) and os.listdir(out_dir) and not force:
+            raise UsageError(f"-o {out_dir} holds files; to replace them, add --force")
     model = read_model(path, kind)
     graph_def = _one_graph(model)
     result = unfrozen(graph_def, choose_weights(graph_def, options))
     if out_dir is None:
         return result
-    if os.path.isfile(out_dir):
-        raise UsageError(f"-o {out_dir} is a file; unfreeze writes a folder (model.meta, model.index, ...)")
-    if os.path.isdir(out_dir) and os.listdir(out_dir) and not force:
-        raise UsageError(f"-o {out_dir} holds files; to replace them, add --force")
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    if not os.path.isdir(parent):
-        raise UsageError(f"-o {out_dir}: no directory {parent}; create it first")
     from ..tf.unfreeze import write_training_checkpoint
 
-    values = {node.name: node.attr["value"].tensor for node in graph_def.node
-              if node.name in {weight.name for weight in result.weights}}
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".graphgrad-unfreeze", dir=parent)
-    try:
+    chosen = {weight.name for weight in result.weights}
+    values = {node.name: node.attr["value"].tensor for node in graph_def.node if node.name in chosen}
+    with replaced_directory(out_dir) as staging:
         meta = write_training_checkpoint(result, values, staging)
-        write_chunks(os.path.join(staging, "model.meta"), [meta])
-        if os.path.isdir(out_dir):
-            shutil.rmtree(out_dir)  # empty, or replaced with --force
-        os.rename(staging, out_dir)
-    finally:
-        if os.path.isdir(staging):
-            shutil.rmtree(staging)
+        write_chunks(os.path.join(staging, "model.meta"), [meta], sweep=False)
     return result
 
 
@@ -59,15 +51,30 @@ def _one_graph(model: Model):
 def freeze(source: str, out: str, outputs: tuple = ()) -> int:
     """Fold the trained variables of the checkpoint ``source`` (a folder holding a
     ``checkpoint`` file, a ``.meta`` or a checkpoint prefix) into constants and
-    write the frozen GraphDef to ``out``; returns its node count."""
+    write the frozen GraphDef to ``out``; returns its node count. The output and
+    ``outputs`` are checked before TensorFlow is imported."""
     meta, prefix = _checkpoint_files(source)
+    refuse_outputs_over_inputs({f"the checkpoint {prefix}": checkpoint_files(prefix)}, [Output("-o", out)])
+    stored = read_model(meta).message
+    _refuse_unknown_outputs(outputs, stored.graph_def)
     from ..tf.unfreeze import freeze_checkpoint
 
-    stored = read_model(meta).message
     record = stored.collection_def[FROZEN_NODES].bytes_list.value if FROZEN_NODES in stored.collection_def else None
     graph_def = freeze_checkpoint(meta, stored.graph_def, prefix, tuple(outputs), list(record or []))
     write_chunks(out, [graph_def.SerializeToString(deterministic=True)])
     return len(graph_def.node)
+
+
+def _refuse_unknown_outputs(outputs: tuple, graph_def) -> None:
+    """``--outputs`` that name no node of the graph, refused with the names close to them."""
+    names = {node.name for node in graph_def.node}
+    for tensor in outputs:
+        node, _, index = tensor.partition(":")
+        if node in names and (not index or index.isdigit()):
+            continue
+        close = close_names(node, sorted(names))
+        hint = f"; close names: {', '.join(close)}" if close else ""
+        raise UsageError(f"--outputs {tensor}: the checkpoint's graph has no node {node!r}{hint}")
 
 
 def _checkpoint_files(source: str) -> tuple[str, str]:
