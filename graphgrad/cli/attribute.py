@@ -10,7 +10,7 @@ from ..files.outputs import Output, checkpoint_files, model_files, refuse_output
 from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
 from . import options
-from .render import echo_json, table, tensorflow_quiet
+from .render import echo, echo_json, table, tensorflow_quiet
 
 
 
@@ -101,28 +101,28 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
         return
     of = (f"{report.y}[..., {report.target}]" if report.target is not None else
           f"{report.y}[row, its target]" if report.targets else report.y)
-    click.echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}"
+    echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}"
                + (f"; heat map -> {image}" if image else ""))
     if report.noise:
-        click.echo(f"  smoothed: {report.noise}")
+        echo(f"  smoothed: {report.noise}")
     if report.layer:
-        click.echo(f"  layer: {report.layer}, resized to x's height and width")
+        echo(f"  layer: {report.layer}, resized to x's height and width")
     if report.rules:
-        click.echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))
+        echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))
     if report.uncovered:
-        click.echo(f"  no rule for: {', '.join(report.uncovered)} (their own gradients were used)")
+        echo(f"  no rule for: {', '.join(report.uncovered)} (their own gradients were used)")
     for note in report.notes:
-        click.echo(f"  note: {note}")
+        echo(f"  note: {note}")
     if report.batch:
-        click.echo(f"  run {report.batch} rows at a time: the graph's batch is fixed")
+        echo(f"  run {report.batch} rows at a time: the graph's batch is fixed")
     if report.training_flags:
-        click.echo(f"  warning: {', '.join(report.training_flags)} left at its default, True: a training flag keeps "
+        echo(f"  warning: {', '.join(report.training_flags)} left at its default, True: a training flag keeps "
                    "dropout and batch normalisation in training mode (--feed NAME=false sets it)")
     if report.completeness:
-        click.echo("  completeness (attributions sum against f(x) - f(baseline)):")
+        echo("  completeness (attributions sum against f(x) - f(baseline)):")
         rows = [["row", "sum", "f(x) - f(baseline)"]] + [
             [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}"] for c in report.completeness]
-        click.echo(table(rows, indent="    "))
+        echo(*table(rows, indent="    "))
 
 
 def _target(text: str | None):

@@ -8,7 +8,7 @@ from ..jobs.deadline import run_until
 from ..jobs.show import ShowOptions, findings_of_check, require_output, show_model
 from ..tf.check import check_model
 from . import options
-from .render import echo_json, table, tensorflow_quiet
+from .render import echo, echo_json, table, tensorflow_quiet
 
 
 # The most names a one-line list shows, and the most lines a list of nodes takes:
@@ -82,7 +82,7 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
     else:
         _render(report)
         if html_out:
-            click.echo(f"the gradient path, with what check found: {html_out}")
+            echo(f"the gradient path, with what check found: {html_out}")
     return report.ok
 
 
@@ -90,7 +90,7 @@ def _render(report) -> None:
     tags = f" [{report.tags}]" if report.tags else ""
     entry = "" if report.target is None else f"[..., {report.target}]"
     named = f" ({report.y_name})" if report.y_name else ""
-    click.echo(f"{report.model}{tags}: d {report.y}{named}{entry} / d x")
+    echo(f"{report.model}{tags}: d {report.y}{named}{entry} / d x")
     rows = [["x", "connected", "gradient", "norm"]]
     plain = {g.x: g for g in report.without_overrides}
     if plain:
@@ -102,52 +102,52 @@ def _render(report) -> None:
             other = plain[gradient.x]
             row += [other.status, "-" if other.norm is None else f"{other.norm:.6g}"]
         rows.append(row)
-    click.echo(table(rows))
+    echo(*table(rows))
     for gradient in report.gradients:
         if gradient.error or gradient.why:
-            click.echo(f"  {gradient.x}: {gradient.error or gradient.why}")
+            echo(f"  {gradient.x}: {gradient.error or gradient.why}")
     if report.summed_softmax:
-        click.echo(report.summed_softmax.describe())
+        echo(*report.summed_softmax.describe().split("\n"))
     if report.blockers:
-        click.echo("gradient blockers on the path:")
+        echo("gradient blockers on the path:")
         shown, more = _capped(report.blockers)
         for blocker in shown:
-            click.echo(f"  {blocker.node} ({blocker.op_type}): {blocker.reason}")
-            click.echo(f"    fix: {blocker.fix}")
+            echo(f"  {blocker.node} ({blocker.op_type}): {blocker.reason}")
+            echo(f"    fix: {blocker.fix}")
         if more:
-            click.echo(more)
+            echo(more)
     if report.intended_stops:
-        click.echo("stopped on purpose, not blockers (tf.nn.moments' StopGradient, as batch normalisation means it): "
+        echo("stopped on purpose, not blockers (tf.nn.moments' StopGradient, as batch normalisation means it): "
                    + first_names(report.intended_stops, LISTED))
     if report.shape_only:
-        click.echo("read only the shape of their input, not its values, so their None gradient is right (no fix): "
+        echo("read only the shape of their input, not its values, so their None gradient is right (no fix): "
                    + first_names(report.shape_only, LISTED))
     if report.embedded:
-        click.echo("embedded gradients on the path (--embed):")
+        echo("embedded gradients on the path (--embed):")
         shown, more = _capped(report.embedded)
         for node, spec in shown:
-            click.echo(f"  {node}: {spec}")
+            echo(f"  {node}: {spec}")
         if more:
-            click.echo(more)
+            echo(more)
     if report.routed_calls:
-        click.echo("call ops differentiated through their functions' bodies, so the overrides inside apply "
+        echo("call ops differentiated through their functions' bodies, so the overrides inside apply "
                    f"(graphgrad's call): {first_names(report.routed_calls, LISTED)}")
     if report.idle_overrides:
-        click.echo("overrides that cannot take effect (not on a differentiable path from x to y):")
+        echo("overrides that cannot take effect (not on a differentiable path from x to y):")
         shown, more = _capped(report.idle_overrides)
         for node, value in shown:
-            click.echo(f"  {node}: {value}")
+            echo(f"  {node}: {value}")
         if more:
-            click.echo(more)
+            echo(more)
     for note in report.notes:
-        click.echo(f"note: {note}")
+        echo(f"note: {note}")
     if report.variables:
-        click.echo(f"variables: {report.variables}")
+        echo(f"variables: {report.variables}")
     if report.defaults:
-        click.echo(f"inputs left at their defaults (a training flag left at True keeps dropout and batch "
+        echo(f"inputs left at their defaults (a training flag left at True keeps dropout and batch "
                    f"normalisation in training mode; --feed NAME=VALUE sets one): "
                    f"{first_names(report.defaults, LISTED)}")
     random = {name: how for name, how in report.feeds.items() if how != "given"}
     if random:
-        click.echo("feeds: " + first_names([f"{name} {how}" for name, how in random.items()], LISTED))
-    click.echo("ok" if report.ok else "not ok: some x gets no usable gradient")
+        echo("feeds: " + first_names([f"{name} {how}" for name, how in random.items()], LISTED))
+    echo("ok" if report.ok else "not ok: some x gets no usable gradient")

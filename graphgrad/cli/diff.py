@@ -5,7 +5,7 @@ import click
 
 from ..jobs.api import diff_files
 from . import options
-from .render import echo_json
+from .render import echo, echo_json
 
 
 @click.command("diff")
@@ -34,5 +34,5 @@ def diff_command(a, b, kind, as_json):
         lines += [f"! {other}" for other in difference.other]
         if difference.equal:
             lines.append("no differences")
-        click.echo("\n".join(lines))  # one write: a diff of 100k nodes has 200k lines
+        echo(*lines)  # one write: a diff of 100k nodes has 200k lines
     return difference.equal

@@ -4,7 +4,7 @@ import click
 
 from ..jobs.unfreeze import freeze
 from . import options
-from .render import echo_json, tensorflow_quiet
+from .render import echo, echo_json, tensorflow_quiet
 
 
 @click.command("freeze")
@@ -32,4 +32,4 @@ def freeze_command(checkpoint, out, outputs, as_json):
     if as_json:
         echo_json({"checkpoint": checkpoint, "output": out, "nodes": nodes})
         return
-    click.echo(f"{checkpoint} -> {out}: {nodes} node(s)")
+    echo(f"{checkpoint} -> {out}: {nodes} node(s)")

@@ -5,7 +5,7 @@ import click
 from ..gradients import REGISTRY
 from ..gradients.user_modules import load_gradient_module
 from . import options
-from .render import echo_json
+from .render import echo, echo_json
 
 
 @click.command("gradients")
@@ -43,7 +43,7 @@ def gradients_command(gradient_modules, as_json):
     if as_json:
         echo_json({"gradients": entries})
         return
-    click.echo(_fitted([(e["signature"], e["kind"], _description(e)) for e in entries]))
+    echo(*_fitted([(e["signature"], e["kind"], _description(e)) for e in entries]))
 
 
 def _description(entry: dict) -> str:
@@ -58,7 +58,7 @@ def _description(entry: dict) -> str:
 NAME_COLUMN = 25  # the widest name beside its formula; a longer one takes a line of its own
 
 
-def _fitted(rows) -> str:
+def _fitted(rows) -> list[str]:
     """The listing as columns, its last one wrapped to the terminal's width (80 when
     not a terminal); --json keeps every word on one line."""
     import shutil
@@ -77,4 +77,4 @@ def _fitted(rows) -> str:
             name = ""
         lines.append(f"{name.ljust(widths[0])}  {kind.ljust(widths[1])}  {wrapped[0]}".rstrip())
         lines += [" " * (sum(widths) + 4) + more for more in wrapped[1:]]
-    return "\n".join(lines)
+    return lines

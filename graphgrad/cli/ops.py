@@ -7,7 +7,7 @@ from ..graph.functions import first_names, unrouted_calls_note
 from ..graph.model import KIND_NAMES
 from ..jobs.api import summarize_files
 from . import options
-from .render import echo_json, in_graph, render_failures, table, tensorflow_quiet, to_jsonable
+from .render import echo, echo_json, in_graph, render_failures, table, tensorflow_quiet, to_jsonable
 
 LISTED_OVERRIDES = 20
 LISTED_ENDS = 5
@@ -39,7 +39,8 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
                  for summary, status in zip(summaries, statuses)]
         echo_json({"files": files, "errors": failures})
     elif summaries:
-        click.echo("\n\n".join(_render(summary, status) for summary, status in zip(summaries, statuses)))
+        rendered = [_render(summary, status) for summary, status in zip(summaries, statuses)]
+        echo(*[line for index, lines in enumerate(rendered) for line in ([""] if index else []) + lines])
     return not failures
 
 
@@ -50,7 +51,7 @@ def _grad_status(summary) -> dict:
         return gradient_status([count.op_type for count in summary.op_types])
 
 
-def _render(summary, status=None) -> str:
+def _render(summary, status=None) -> list[str]:
     graphs = f", {summary.graphs} graphs" if summary.graphs > 1 else ""
     functions = (
         f", {summary.functions} functions ({summary.nodes_functions} nodes)" if summary.functions else ""
@@ -63,13 +64,13 @@ def _render(summary, status=None) -> str:
     rows = [["op type", "nodes", "in functions"] + (["TF gradient"] if status else [])]
     rows += [[c.op_type, c.top or "-", c.functions or "-"] + ([status[c.op_type]] if status else [])
              for c in summary.op_types]
-    lines.append(table(rows))
+    lines += table(rows)
     lines += [f"  ! {problem}" for problem in summary.graph_problems]
     if not summary.overrides:
         lines.append("  gradient overrides: none")
-        return "\n".join(lines)
+        return lines
     lines.append(f"  gradient overrides ({len(summary.overrides)}):")
-    lines.append(table(_override_rows(summary.overrides), indent="    "))
+    lines += table(_override_rows(summary.overrides), indent="    ")
     for problem in _unique_problems(summary):
         lines.append(f"  ! {problem.value}: {problem.detail}")
         lines.append(
@@ -80,7 +81,7 @@ def _render(summary, status=None) -> str:
     lines += [f"  {value}: {detail}" for value, detail in saved.items()]
     if summary.unrouted_calls:
         lines.append(f"  note: {unrouted_calls_note(summary.unrouted_calls)}")
-    return "\n".join(lines)
+    return lines
 
 
 def _ends(summary) -> list:

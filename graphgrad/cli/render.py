@@ -4,6 +4,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -16,13 +17,42 @@ import click
 TABLE_WIDTH = 100  # the columns a batch's table fits in
 
 
-def table(rows: Sequence[Sequence], indent: str = "  ", width: int | None = None) -> str:
-    """Rows of cells as left-aligned columns (numbers right-aligned). With ``width``,
-    the first column's long cells are shortened in the middle so that lines fit
-    (the other columns' cells are cut at the end)."""
-    rows = [[str(cell) for cell in row] for row in rows]
+# What a terminal acts on instead of showing (C0 and C1 controls, DEL) and what reorders
+# or breaks the text after it (Unicode's line and paragraph separators, bidirectional
+# overrides and isolates). A graph's names, op types and attribute names hold whatever
+# its author put there: printed raw, "\x1b]0;T\x07" sets the terminal's title and a
+# "\n~ node" in an attribute name forges a line of diff.
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def shown(text: str) -> str:
+    """``text`` as one line a terminal shows as it is: each character of
+    :data:`_UNSHOWABLE` written as Python writes it in a string (``\\n``, ``\\x1b``,
+    ``\\u202e``). Applied twice, the same (its output has no such character)."""
+    return _UNSHOWABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    character = match.group()
+    code = ord(character)
+    return _NAMED_ESCAPES.get(character) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def echo(*lines: str, err: bool = False) -> None:
+    """Print ``lines``, each as one line (:func:`shown`): the only way text reaches
+    the terminal, so nothing a graph holds is sent to it raw. Pass lines, never text
+    joined with newlines (the newlines would be shown escaped)."""
+    click.echo("\n".join(shown(line) for line in lines), err=err)
+
+
+def table(rows: Sequence[Sequence], indent: str = "  ", width: int | None = None) -> list[str]:
+    """Rows of cells as lines of left-aligned columns (numbers right-aligned). With
+    ``width``, the first column's long cells are shortened in the middle so that
+    lines fit (the other columns' cells are cut at the end)."""
+    rows = [[shown(str(cell)) for cell in row] for row in rows]
     if not rows:
-        return ""
+        return []
     if width:
         rows = _fitted(rows, width - len(indent))
     widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(map(len, rows)))]
@@ -33,7 +63,7 @@ def table(rows: Sequence[Sequence], indent: str = "  ", width: int | None = None
             for i, cell in enumerate(row)
         ]
         lines.append((indent + "  ".join(cells)).rstrip())
-    return "\n".join(lines)
+    return lines
 
 
 def _fitted(rows: list, width: int) -> list:
@@ -82,11 +112,12 @@ def in_graph(graph: str) -> str:
 
 
 def echo_json(document: Any) -> None:
-    click.echo(json.dumps(to_jsonable(document), indent=2, sort_keys=True))
+    """Print ``document`` as JSON: ASCII, every control character escaped by json itself."""
+    click.echo(json.dumps(to_jsonable(document), indent=2, sort_keys=True, ensure_ascii=True))
 
 
 def error(message: str) -> None:
-    click.echo(f"graphgrad: error: {message}", err=True)
+    echo(f"graphgrad: error: {message}", err=True)
 
 
 def json_error(message: str, exit_code: int) -> None:
@@ -122,11 +153,9 @@ def render_change_results(results: Sequence, render_report: Callable, summarize_
         if result.error:
             error(result.error)
             continue
-        click.echo(f"{result.input} -> {result.output or '(dry run)'}")
-        for line in render_report(result.report, result.output is None):
-            click.echo(line)
+        echo(f"{result.input} -> {result.output or '(dry run)'}", *render_report(result.report, result.output is None))
         if result.output and result.report.changed and not result.written:
-            click.echo("  output already up to date, not rewritten")
+            echo("  output already up to date, not rewritten")
 
 
 def _render_table(results, summarize_report, notes_of) -> None:
@@ -135,11 +164,11 @@ def _render_table(results, summarize_report, notes_of) -> None:
     rows = [["file", "status", "changes"]]
     rows += [[result.input, result.status, summarize_report(result.report)] for result in results if not result.error]
     if len(rows) > 1:
-        click.echo(table(rows, indent="", width=TABLE_WIDTH))
+        echo(*table(rows, indent="", width=TABLE_WIDTH))
     counts: dict = {}
     for result in results:
         counts[result.status] = counts.get(result.status, 0) + 1
-    click.echo(f"{_count(len(results), 'file')}: " + ", ".join(
+    echo(f"{_count(len(results), 'file')}: " + ", ".join(
         _count(n, status) if status == "error" else f"{n} {status}" for status, n in sorted(counts.items())
     ))
     if notes_of:
@@ -172,9 +201,9 @@ def _render_notes(results, notes_of) -> None:
             files_by_note.setdefault(note, []).append(result.input)
     for note, files in list(files_by_note.items())[:LISTED_NOTES]:
         where = files[0] if len(files) == 1 else f"{len(files)} files, as {files[0]}"
-        click.echo(f"note ({where}): {note}")
+        echo(f"note ({where}): {note}")
     if len(files_by_note) > LISTED_NOTES:
-        click.echo(f"(+{len(files_by_note) - LISTED_NOTES} more notes: --json gives every file's)")
+        echo(f"(+{len(files_by_note) - LISTED_NOTES} more notes: --json gives every file's)")
 
 
 def _count(n: int, noun: str) -> str:

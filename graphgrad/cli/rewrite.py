@@ -83,7 +83,7 @@ def _render_report(report, dry_run) -> list[str]:
     for op_type, new, count, replaced, nodes in report.groups():
         text = ", ".join(in_graph(graph) + name for graph, name in nodes[:2]) + (", ..." if count > 2 else "")
         rows.append([op_type, count, new, text + (f"  ({replaced} replaced)" if replaced else "")])
-    lines = [table(rows)] if rows else []
+    lines = table(rows)
     summary = f"  {'would change' if dry_run else 'changed'} {sum(row[1] for row in rows)} node(s)"
     if report.unchanged:
         summary += f"; {len(report.unchanged)} already as asked"

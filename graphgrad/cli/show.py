@@ -4,7 +4,7 @@ import click
 
 from ..jobs.show import ShowOptions, show_model
 from . import options
-from .render import echo_json
+from .render import echo, echo_json
 
 
 @click.command("show")
@@ -38,6 +38,6 @@ def show_command(model, xs, y, out, max_nodes, tags, kind, as_json):
         echo_json({"model": model, "output": out, "nodes": len(picture.nodes), "marks": marks,
                    "collapsed": picture.collapsed})
         return
-    click.echo(f"{model}: {len(picture.nodes)} node(s) on the path -> {out}"
+    echo(f"{model}: {len(picture.nodes)} node(s) on the path -> {out}"
                + (f"; marked: {', '.join(marks)}" if marks else "")
                + (f"; {len(picture.collapsed)} scope(s) collapsed" if picture.collapsed else ""))

@@ -5,7 +5,7 @@ import click
 from ..edits.unfreeze import FLOATS, UnfreezeOptions
 from ..jobs.unfreeze import unfreeze
 from . import options
-from .render import echo_json, table, tensorflow_quiet
+from .render import echo, echo_json, table, tensorflow_quiet
 
 
 @click.command("unfreeze")
@@ -48,6 +48,6 @@ def unfreeze_command(model, out, min_size, consts, exclude, list_only, force, ki
         return
     rows = [["constant", "dtype", "shape", "entries"]] + [
         [w["name"], w["dtype"], "x".join(map(str, w["shape"])) or "scalar", str(w["size"])] for w in weights]
-    click.echo(f"{model} -> {out if not list_only else '(list)'}: {len(weights)} variable(s), "
+    echo(f"{model} -> {out if not list_only else '(list)'}: {len(weights)} variable(s), "
                f"{result.parameters} parameter(s)")
-    click.echo(table(rows))
+    echo(*table(rows))

@@ -55,7 +55,7 @@ def refuse_outputs_over_inputs(inputs: Mapping[str, Iterable[str]], outputs: Ite
     m.pb"``, -> the files it reads), where two outputs are one file, or where an
     output is a link to nothing or its folder is missing (unless the command makes
     the ``folders_made``) or not writable."""
-    read = {}
+    read: dict[str, str] = {}
     for what, paths in inputs.items():
         for path in paths:
             read.setdefault(os.path.realpath(path), what)

@@ -28,7 +28,10 @@ def write_training_checkpoint(unfrozen: Unfrozen, values: dict, folder: str) -> 
     v1 = tf.compat.v1
     graph = tf.Graph()
     with graph.as_default():
-        v1.import_graph_def(v1.GraphDef.FromString(unfrozen.graph_def.SerializeToString()), name="")
+        try:
+            v1.import_graph_def(v1.GraphDef.FromString(unfrozen.graph_def.SerializeToString()), name="")
+        except (ValueError, tf.errors.OpError) as error:
+            raise GraphgradError(f"TensorFlow cannot load the graph: {str(error).splitlines()[0][:300]}") from None
         variables = []
         for weight in unfrozen.weights:
             definition = VariableDef(variable_name=weight.name + VARIABLE_SUFFIX + ":0",
