@@ -196,3 +196,27 @@ def test_the_python_examples_of_the_reference_run(tmp_path, monkeypatch):
                     exec(compile(block, page, "exec"), {})
             ran += 1
     assert ran >= 3
+
+
+def test_the_straight_through_training_recipe_prints_a_falling_loss_as_documented(tmp_path, monkeypatch):
+    """docs/commands.md's training recipe, run as written: it prints its loss and
+    accuracy, the loss ends lower and the accuracy higher than they started, and
+    the lines are the ones the page shows (needs TensorFlow)."""
+    import contextlib
+    import io
+
+    import pytest
+
+    pytest.importorskip("tensorflow", reason="needs TensorFlow: pip install -e '.[test]'")
+    monkeypatch.chdir(ROOT)
+    text = open(os.path.join(ROOT, "docs", "commands.md")).read()
+    section = text[text.index("### Straight-through training of a frozen binarized net"):]
+    recipe, shown = re.findall(r"```(?:python)?\n(.*?)```", section, re.S)[:2]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(recipe.replace("/tmp/", f"{tmp_path}/"), "docs/commands.md", "exec"), {})
+    steps = [line for line in printed.getvalue().splitlines() if line.startswith("step ")]
+    assert steps == shown.strip().splitlines()
+    values = [re.match(r"step \d+: loss ([\d.]+), accuracy ([\d.]+)", line).groups() for line in steps]
+    (first_loss, first_accuracy), (last_loss, last_accuracy) = values[0], values[-1]
+    assert float(last_loss) < float(first_loss) / 2 and float(last_accuracy) > float(first_accuracy) + 0.2
