@@ -15,6 +15,9 @@
                    against tf-keras-vis and innvestigate (python bench/make_inputs.py DIR cnn)
   mobilenet.keras, mobilenet.pb  Keras' MobileNetV2 with random weights, likewise
                    (python bench/make_inputs.py DIR mobilenet)
+  constants10000.pb, constants100000.pb  x plus one scalar constant after another, for
+                   unfreeze --min-size 1 of that many weights
+                   (python bench/make_inputs.py DIR constants10000)
 """
 
 import os
@@ -207,6 +210,16 @@ def mobilenet(directory: str, seed: int = 5):
     keras_and_frozen(model, os.path.join(directory, "mobilenet"))
 
 
+def constants(count: int):
+    """x + c0 + c1 + ...: ``count`` scalar float constants in a chain of AddV2."""
+    graph = tf.Graph()
+    with graph.as_default():
+        h = v1.placeholder(tf.float32, [None], name="x")
+        for index in range(count):
+            h = tf.add(h, tf.constant(0.5, name=f"c{index}"))
+    return graph.as_graph_def()
+
+
 def keras_and_frozen(model, prefix: str):
     """``model`` saved as ``PREFIX.keras``, and its inference graph with the weights
     folded in (x: ``x``, logits: ``logits``) as ``PREFIX.pb``."""
@@ -235,6 +248,8 @@ if __name__ == "__main__":
         cnn(sys.argv[1])
     elif sys.argv[2:] == ["mobilenet"]:
         mobilenet(sys.argv[1])
+    elif sys.argv[2:3] and sys.argv[2].startswith("constants"):
+        write(os.path.join(sys.argv[1], f"{sys.argv[2]}.pb"), constants(int(sys.argv[2][len("constants"):])))
     elif sys.argv[2:] == ["chain20k"]:
         write(os.path.join(sys.argv[1], "chain20k.pb"), chain(negate=True))
     else:

@@ -27,13 +27,22 @@ REPLACING = "graphgrad rewrite, replacing a file"  # fsynced before its rename (
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
-def run_once(command):
+def run_once(command, limit: float | None = None):
     """Wall seconds and peak RSS (MB) of one whole process; ``command`` may be
-    ``(arguments, exit code)`` for a command that succeeds with another code (diff: 1)."""
+    ``(arguments, exit code)`` for a command that succeeds with another code (diff: 1).
+    A process still running after ``limit`` seconds is killed: ``(None, None)``."""
     arguments, expected = command if isinstance(command, tuple) else (command, 0)
     start = time.perf_counter()
     process = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
-    _, status, usage = os.wait4(process.pid, 0)
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG if limit else 0)
+        if pid:
+            break
+        if time.perf_counter() - start > limit:
+            process.kill()
+            process.wait()
+            return None, None
+        time.sleep(0.05)
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != expected:
         raise SystemExit(f"failed: {' '.join(arguments)}\n{process.stderr.read().decode()}")
@@ -267,6 +276,25 @@ def unfreeze(repeat, work):
     base_rss = results[route][1]
     seconds, rss = results["graphgrad unfreeze"]
     print(f"  unfreeze vs TensorFlow route: {seconds / base_seconds:.2f}x the time, {rss / base_rss:.2f}x the peak RSS")
+
+
+def unfreeze_constants(work, limit: float = 900):
+    """unfreeze --min-size 1 of 10,000 and 100,000 scalar constants against the
+    TensorFlow route of the same weights (once each: minutes), the route stopped
+    after ``limit`` seconds. What must hold: graphgrad's time grows linearly."""
+    out = os.path.join(work, "trainable")
+    route = "TensorFlow route"
+    print(f"\nunfreeze --min-size 1 of scalar constants in a chain   (one run each; the route stopped after "
+          f"{limit:.0f} s)")
+    for count in (10_000, 100_000):
+        source = built(f"constants{count}.pb", f"constants{count}")
+        for label, command in {"graphgrad unfreeze": GRAPHGRAD + ["unfreeze", source, "--min-size", "1", "-o", out,
+                                                                   "--force"],
+                               route: [PYTHON, os.path.join(HERE, "unfreeze_route.py"), source, out, "1"]}.items():
+            shutil.rmtree(out, ignore_errors=True)
+            seconds, rss = run_once(command, limit)
+            shown = f"{seconds:8.1f} s {rss:8.0f} MB" if seconds else f"  over {limit:.0f} s, stopped"
+            print(f"  {count:>7} constants  {label:<20} {shown}")
 
 
 def instructions_of(command, prepare) -> int:
@@ -528,14 +556,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "show", "unfreeze",
-                                           "batch", "attribution", "warm", "tf214"],
+                                           "constants", "batch", "attribution", "warm", "tf214"],
                         action="append",
                         help="run only these cases (repeatable); default: all")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
-    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "show", "unfreeze", "batch", "attribution",
-                          "warm", "tf214"]
+    cases = args.only or ["chain", "embed", "rules", "nested", "dense", "show", "unfreeze", "constants", "batch",
+                          "attribution", "warm", "tf214"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -562,6 +590,8 @@ def main():
             show(args.repeat, work)
         if "unfreeze" in cases:
             unfreeze(args.repeat, work)
+        if "constants" in cases:
+            unfreeze_constants(work)
         if "batch" in cases:
             batch("small", "200 small frozen graphs (0.9 MB each, mostly copied)", args.repeat, work)
             batch("many_nodes", "200 graphs of 8000 small nodes (CPU-bound)", args.repeat, work)

@@ -3,7 +3,10 @@ trainable: read the GraphDef, make a variable of each float constant of at least
 two entries (graphgrad unfreeze's default weights are a subset of these), import
 the graph with the variables in the constants' place, save a TF1 checkpoint.
 
-    python bench/unfreeze_route.py FROZEN.pb OUT_DIR
+    python bench/unfreeze_route.py FROZEN.pb OUT_DIR [MIN_SIZE]
+
+MIN_SIZE (default 2): the fewest entries a constant has to become a variable, as
+unfreeze's --min-size.
 """
 
 import os
@@ -15,13 +18,13 @@ import tensorflow as tf
 v1 = tf.compat.v1
 
 
-def main(source: str, out_dir: str) -> None:
+def main(source: str, out_dir: str, min_size: str = "2") -> None:
     v1.disable_eager_execution()
     with open(source, "rb") as stream:
         graph_def = v1.GraphDef.FromString(stream.read())
-    weights = {node.name: tf.make_ndarray(node.attr["value"].tensor) for node in graph_def.node
-               if node.op == "Const" and node.attr["dtype"].type == tf.float32.as_datatype_enum
-               and np.prod(tf.make_ndarray(node.attr["value"].tensor).shape) >= 2}
+    constants = {node.name: tf.make_ndarray(node.attr["value"].tensor) for node in graph_def.node
+                 if node.op == "Const" and node.attr["dtype"].type == tf.float32.as_datatype_enum}
+    weights = {name: value for name, value in constants.items() if value.size >= int(min_size)}
     with tf.Graph().as_default():
         variables = {name: v1.Variable(value, name=f"{name}/variable") for name, value in weights.items()}
         reads = {f"{name}:0": variable.value() for name, variable in variables.items()}

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -97,13 +98,26 @@ def test_without_graphviz_or_when_it_hangs_one_line_and_nothing_written(tmp_path
     monkeypatch.undo()
     slow = tmp_path / "bin" / "dot"
     slow.parent.mkdir()
-    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.write_text(f"#!/bin/sh\nsleep 30 &\necho $! > {tmp_path}/child\nwait\n")  # dot with a child
     slow.chmod(0o755)
     monkeypatch.setattr(show.shutil, "which", lambda name: str(slow))
     monkeypatch.setattr(show, "GRAPHVIZ_TIMEOUT", 1.0)
+    started = time.monotonic()
     result = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / "a.html", expect=1)
-    assert "took over 1 s" in result.stderr
+    assert "took over 1 s" in result.stderr and time.monotonic() - started < 20
     assert not (tmp_path / "a.svg").exists() and not (tmp_path / "a.html").exists()
+    child = int((tmp_path / "child").read_text())
+    time.sleep(0.2)
+    assert not _running(child)  # ended with its parent, not left running
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs: neither gone nor a zombie (a killed orphan waits for init to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stream:
+            return stream.read().rpartition(b")")[2].split()[:1] != [b"Z"]
+    except FileNotFoundError:
+        return False
 
 
 needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed "

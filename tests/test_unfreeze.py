@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import REALGRAPHS, fixture, run_cli
+from conftest import REALGRAPHS, dead_pid, fixture, run_cli
 from tf_helpers import tf, v1
 
 from graphgrad import iter_nodes, read_model
@@ -250,6 +250,48 @@ def test_an_output_folder_with_files_needs_force(tmp_path):
     assert "holds files; to replace them, add --force" in result.stderr and (out / "keep.txt").exists()
     run_cli("unfreeze", fixture("dense_net.pb"), "-o", out, "--force")
     assert not (out / "keep.txt").exists() and (out / "model.meta").exists()
+
+
+def test_a_killed_unfreezes_staging_folder_is_removed_by_the_next_run(tmp_path):
+    left = tmp_path / f".out.{dead_pid()}.k1ll3d00.graphgrad-tmp"  # as a killed run leaves it
+    left.mkdir()
+    (left / "model.index").write_bytes(b"half")
+    run_cli("unfreeze", fixture("dense_net.pb"), "-o", tmp_path / "out")
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def scalar_chain(count: int):
+    """x + c0 + c1 + ... + c(count - 1), each c a float scalar constant 0.5 + i / count."""
+    from graphgrad.files.protos import DataType, GraphDef
+
+    graph = GraphDef()
+    node = graph.node.add(name="x", op="Placeholder")
+    node.attr["dtype"].type = DataType.Value("DT_FLOAT")
+    previous = "x"
+    for index in range(count):
+        constant = graph.node.add(name=f"c{index}", op="Const")
+        constant.attr["dtype"].type = DataType.Value("DT_FLOAT")
+        constant.attr["value"].tensor.dtype = DataType.Value("DT_FLOAT")
+        constant.attr["value"].tensor.float_val.append(0.5 + index / count)
+        add = graph.node.add(name=f"add{index}", op="AddV2", input=[previous, constant.name])
+        add.attr["T"].type = DataType.Value("DT_FLOAT")
+        previous = add.name
+    return graph
+
+
+@pytest.mark.slow
+def test_thousands_of_small_constants_unfreeze_in_one_pass_and_restore(tmp_path):
+    """3,000 scalar weights: one run per weight took minutes (quadratic); now seconds."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "constants.pb"
+    source.write_bytes(scalar_chain(3000).SerializeToString())
+    subprocess.run([sys.executable, "-m", "graphgrad", "unfreeze", str(source), "--min-size", "1", "-o",
+                    str(tmp_path / "out")], check=True, capture_output=True, timeout=120)
+    reader = tf.train.load_checkpoint(str(tmp_path / "out" / "model"))
+    assert reader.get_tensor("c2999/graphgrad_variable") == np.float32(0.5 + 2999 / 3000)
+    assert len(reader.get_variable_to_shape_map()) == 3000
 
 
 def test_a_truncated_checkpoint_is_one_line_and_nothing_is_written(tmp_path):

@@ -365,15 +365,33 @@ def layout(dot: str) -> str:
     if program is None:
         raise GraphgradError("drawing .svg or .html needs Graphviz's dot, which is not on PATH: install it "
                              "(apt-get install graphviz, brew install graphviz), or write .dot")
+    # In a process group of its own, ended whole: dot (or a wrapper script named dot) may have
+    # children, which would outlive it and hold its pipes open.
+    process = subprocess.Popen([program, "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        done = subprocess.run([program, "-Tsvg"], input=dot, capture_output=True, text=True,
-                              timeout=GRAPHVIZ_TIMEOUT)
+        svg, errors = process.communicate(dot, timeout=GRAPHVIZ_TIMEOUT)
     except subprocess.TimeoutExpired:
+        _end_group(process)
         raise GraphgradError(f"Graphviz's dot took over {GRAPHVIZ_TIMEOUT:g} s to lay out the path and was "
                              "stopped; draw fewer nodes (--max-nodes) or write .dot") from None
-    if done.returncode:
-        raise GraphgradError(f"Graphviz's dot failed: {done.stderr.strip()[:300]}")
-    return done.stdout
+    except BaseException:  # Ctrl-C, or anything else: no dot left running
+        _end_group(process)
+        raise
+    if process.returncode:
+        raise GraphgradError(f"Graphviz's dot failed: {errors.strip()[:300]}")
+    return svg
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """Kill ``process`` and every process of its group, and reap it."""
+    import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.communicate()
 
 
 _PAGE = """<!DOCTYPE html>

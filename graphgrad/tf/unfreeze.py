@@ -42,15 +42,15 @@ def write_training_checkpoint(unfrozen: Unfrozen, values: dict, folder: str) -> 
             v1.add_to_collection(v1.GraphKeys.GLOBAL_VARIABLES, variable)
             v1.add_to_collection(v1.GraphKeys.TRAINABLE_VARIABLES, variable)
             variables.append(variable)
-        saver = v1.train.Saver(variables, save_relative_paths=True)
-        with v1.Session(graph=graph) as session:
-            for weight, variable in zip(unfrozen.weights, variables):  # each initializer fed its constant's value
-                value = tf.make_ndarray(TensorProto.FromString(values[weight.name].SerializeToString()))
-                session.run(variable.initializer, {variable.initial_value: value})
-            saver.save(session, os.path.join(folder, CHECKPOINT), write_meta_graph=False)
+        saver = v1.train.Saver(variables, save_relative_paths=True)  # its saver_def restores the checkpoint
         meta = v1.train.export_meta_graph(graph=graph, saver_def=saver.as_saver_def())
+    arrays = [tf.make_ndarray(TensorProto.FromString(values[weight.name].SerializeToString()))
+              for weight in unfrozen.weights]
+    _save(tf, os.path.join(folder, CHECKPOINT), [weight.name + VARIABLE_SUFFIX for weight in unfrozen.weights],
+          arrays)
     made = v1.GraphDef.FromString(unfrozen.graph_def.SerializeToString())
-    added = [node for node in meta.graph_def.node if node.name not in {node.name for node in made.node}]
+    made_names = {node.name for node in made.node}
+    added = [node for node in meta.graph_def.node if node.name not in made_names]
     del meta.graph_def.node[:]
     meta.graph_def.node.extend(list(made.node) + added)
     meta.collection_def[FROZEN_NODES].bytes_list.value.extend(node_record(made))
@@ -60,6 +60,24 @@ def write_training_checkpoint(unfrozen: Unfrozen, values: dict, folder: str) -> 
         else:
             meta.graph_def.ClearField(name)
     return meta.SerializeToString(deterministic=True)
+
+
+def _save(tf: Any, prefix: str, names: list, arrays: list) -> None:
+    """Write ``arrays`` under ``names`` as the checkpoint ``prefix`` (what a Saver's
+    save writes, the ``checkpoint`` file included) with one eager SaveV2. A Saver's
+    session run, like any run over thousands of variables, takes time quadratic in
+    their count (4,000 variables: 4 s; the eager op: 0.2 s)."""
+    v1 = tf.compat.v1
+    with tf.init_scope():
+        if tf.executing_eagerly():
+            tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=arrays)
+        else:  # a process that turned eager execution off: the op in a graph of its own
+            with tf.Graph().as_default() as graph, v1.Session(graph=graph) as session:
+                fed = [v1.placeholder(array.dtype, array.shape) for array in arrays]
+                session.run(tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                                              tensors=fed), dict(zip(fed, arrays)))
+    folder, name = os.path.split(prefix)
+    v1.train.update_checkpoint_state(folder, name, all_model_checkpoint_paths=[name])
 
 
 def freeze_checkpoint(meta_path: str, stored: Any, prefix: str, outputs: tuple, record: list | None = None) -> Any:
