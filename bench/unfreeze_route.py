@@ -12,7 +12,6 @@ unfreeze's --min-size.
 import os
 import sys
 
-import numpy as np
 import tensorflow as tf
 
 v1 = tf.compat.v1
