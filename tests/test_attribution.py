@@ -537,7 +537,7 @@ def test_smoothgrad_is_its_formula_and_repeats_bit_for_bit(tmp_path, aggregate, 
 
 
 @pytest.mark.parametrize("target, message", [
-    (np.array([0, 1]), "--target FILE.npy holds shape [2]: give one class index per row of --input (5)"),
+    (np.array([0, 1]), "--target holds shape [2]: give one class index per row of --input (5)"),
     (np.array([0, 1, 2, 3, 9]), "holds indices 0 to 9; y has 3 classes (0 to 2)"),
     (np.zeros(5, np.float32), "give one integer class index per row"),
 ])
@@ -593,7 +593,8 @@ def test_grad_cam_without_a_spatial_layer_is_one_line(tmp_path):
     result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradcam", "--input",
                      fixture("classifier_rows.npy"), "--y", "logits", "--target", "0", "-o", tmp_path / "o.npy",
                      expect=2)
-    assert "(Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer" in result.stderr and "--layer TENSOR" in result.stderr
+    assert "(Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer" in result.stderr
+    assert "name one with --layer" in result.stderr
 
 
 def test_an_explainer_answers_repeated_calls_from_one_session_as_the_command_does(tmp_path):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from ..errors import SelectionError
+from ..errors import ModelReadError, SelectionError
 from ..files.protos import GraphDef
 from ..graph.hints import close_names
 
@@ -123,6 +123,7 @@ def choose_weights(graph_def: Any, options: UnfreezeOptions) -> list[Weight]:
         size = math.prod(shape)
         if not named and (size < options.min_size or node.name not in read_as_weights):
             continue
+        _refuse_damaged(node, dtype, size)
         chosen.append(Weight(node.name, dtype, shape, size))
     variables = [name for name, node in nodes.items() if node.op in ("VariableV2", "VarHandleOp", "Variable")]
     if not chosen and variables:
@@ -136,6 +137,23 @@ def choose_weights(graph_def: Any, options: UnfreezeOptions) -> list[Weight]:
                              + (f" (the graph's constants: {', '.join(consts[:3])}{', ...' if len(consts) > 3 else ''};"
                                 " name them with --const GLOB)" if consts else ""))
     return chosen
+
+
+ITEM_BYTES = {1: 4, 2: 8, 19: 2, 14: 2}  # FLOATS' sizes
+
+
+def _refuse_damaged(node: Any, dtype: int, size: int) -> None:
+    """Refuse a constant whose content disagrees with its shape: TensorFlow's reading
+    of it fails (more values than the shape holds, or raw bytes of another length;
+    fewer values are repeated to fill it, as TensorFlow does)."""
+    tensor = node.attr["value"].tensor
+    content = len(tensor.tensor_content)
+    values = len(tensor.half_val if dtype in (14, 19) else tensor.double_val if dtype == 2 else tensor.float_val)
+    if (content and content != size * ITEM_BYTES[dtype]) or values > size:
+        held = f"{content} bytes" if content else f"{values} values"
+        raise ModelReadError(f"constant {node.name}: its shape {'x'.join(map(str, _shape(node))) or 'scalar'} "
+                             f"holds {size} {FLOATS[dtype]} entries ({size * ITEM_BYTES[dtype]} bytes), and its "
+                             f"value has {held}: the file is damaged (leave it out: --exclude '{node.name}')")
 
 
 def unfrozen(graph_def: Any, weights: Sequence[Weight]) -> Unfrozen:

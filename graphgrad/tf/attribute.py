@@ -10,6 +10,7 @@ graph runs (and refused for the methods whose meaning depends on a rule at every
 nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.loading.prepare_run`).
 """
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
@@ -253,6 +254,22 @@ class AttributionReport:
 
 
 @dataclass(frozen=True)
+class ArgumentNames:
+    """How errors name what the caller gave: :meth:`Explainer.explain`'s arguments,
+    or the command's options (:data:`COMMAND_NAMES`)."""
+
+    inputs: str = "inputs"
+    target: str = "target"
+    baseline: str = "baseline"
+    x: str = "x"
+    layer: str = "layer"
+    feed: str = "feeds={{'{name}': {value}}}"  # formatted with a placeholder's name and value
+
+
+COMMAND_NAMES = ArgumentNames("--input", "--target", "--baseline", "--x", "--layer", "--feed {name}={value}")
+
+
+@dataclass(frozen=True)
 class AttributeOptions:
     """What ``graphgrad attribute`` takes besides the model and the input."""
 
@@ -293,8 +310,8 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
                 refuse_misshapen_feeds(model, tags, {options.x: inputs[0]}, "--input")
             except UsageError:
                 raise misshapen from None
-    return Explainer(model, options.method, **{f.name: getattr(options, f.name) for f in fields(options)
-                                               if f.name != "method"}).explain(inputs, baseline=baseline)
+    settings = {f.name: getattr(options, f.name) for f in fields(options) if f.name != "method"}
+    return Explainer(model, options.method, names=COMMAND_NAMES, **settings).explain(inputs, baseline=baseline)
 
 
 class Explainer:
@@ -307,11 +324,19 @@ class Explainer:
     :class:`Method` or its text (``"deeplift"``, ``"integrated_gradients(steps=64)"``);
     ``settings``: the other fields of :class:`AttributeOptions` (``x``, ``y``,
     ``target``, ``feeds``, ``layer``, ``noise``, ...), whose ``target``, ``noise``
-    and ``timeout`` are each call's defaults.
+    and ``timeout`` are each call's defaults. ``names``: how errors name the
+    arguments (the command passes its options' names).
+
+    One explainer may be called from several threads: building a kind of target's
+    gradient ops, which changes the graph, is done by one thread at a time.
     """
 
-    def __init__(self, model: Any, method: "Method | str", **settings: Any):
+    def __init__(self, model: Any, method: "Method | str", names: ArgumentNames = ArgumentNames(),
+                 **settings: Any):
         method = parse_method(method) if isinstance(method, str) else method
+        if "noise" in settings:
+            settings["noise"] = as_noise(settings["noise"])
+        self.names = names
         self.options = options = AttributeOptions(method, **settings)
         self.model = model if isinstance(model, Model) else read_model(model, options.kind)
         self.path = self.model.path
@@ -322,18 +347,18 @@ class Explainer:
                                      feeds=options.feeds, fed_are_not_x=True)
         if len(run.x_tensors) != 1:
             raise UsageError(
-                f"attribute differentiates with respect to one x; name it with --x (found {', '.join(run.xs)})"
+                f"attribute differentiates with respect to one x; name it with {names.x} (found {', '.join(run.xs)})"
             )
         self.x = run.x_tensors[0]
         with run.graph.as_default():
             self.feed = given_feeds(run.graph, options.feeds)
         # guided Grad-CAM: Grad-CAM's map from the graph's own gradients, in an explainer of its own (noise, if
         # any, smooths the guided gradient alone)
-        self._cam = (Explainer(self.model, Method("gradcam", cam=True),
+        self._cam = (Explainer(self.model, Method("gradcam", cam=True), names,
                                **{f.name: getattr(options, f.name) for f in fields(options)
                                   if f.name not in ("method", "noise")})
                      if method.guided_cam else None)
-        _refuse_unfed(self.path, run, self.x, self.feed)
+        _refuse_unfed(run, self.x, self.feed, names)
         given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
         self.path_ops = ops_between([self.x], run.y_tensor)
         self.one_example = adds_its_batch(self.x, self.path_ops)  # why x has no batch axis, or None
@@ -351,20 +376,25 @@ class Explainer:
         self._built: dict = {}  # kind of target -> (output, what is differentiated, row targets, layer, flags)
         self._resize: Any = None  # Score-CAM's resize of its maps to x: (placeholder, size, resized)
         self._batchings: dict = {}  # bytes of a row -> its Batching
+        self._building = threading.Lock()  # graph changes (a target's ops), one thread at a time
 
     def _ops_for(self, target: Any) -> tuple:
         """The output, the gradient (Grad-CAM's map for ``gradcam``), the placeholder of
         per-row targets (or None), the layer and the training flags left on, for
         ``target``: built once per kind."""
-        tf, run = self.tf, self.run
         by_row = target is not None and not isinstance(target, int)
         key = "rows" if by_row else target
-        if key in self._built:
-            return self._built[key]
-        given = f"--target {'predicted' if isinstance(target, str) else 'FILE.npy'}"
+        with self._building:
+            if key not in self._built:
+                self._built[key] = self._build(target, by_row)
+        return self._built[key]
+
+    def _build(self, target: Any, by_row: bool) -> tuple:
+        tf, run = self.tf, self.run
+        given = f"{self.names.target} {'predicted' if isinstance(target, str) else '(a class per row)'}"
         if by_row and self.one_example:
             raise UsageError(f"{given} chooses one class per example, and {self.one_example}, so y's rows are not "
-                             "examples; give --target INDEX")
+                             f"examples; give {self.names.target} INDEX")
         if by_row and run.y_tensor.shape.rank != 2:
             raise UsageError(f"{given} chooses one class "
                              f"per row of y of shape [rows, classes]; {run.y} has shape "
@@ -377,7 +407,7 @@ class Explainer:
             if self.options.method.occlusion:
                 gradient = output  # no gradient: the output itself, run on occluded copies
             elif self.options.method.score_cam:  # no gradient: the layer, and the score of masked copies of x
-                layer = _cam_layer(run, self.x, self.path_ops, self.options.layer)
+                layer = _cam_layer(run, self.x, self.path_ops, self.options.layer, self.names)
                 probabilities = tf.nn.softmax(run.y_tensor)
                 output = (tf.gather(probabilities, row_targets, axis=1, batch_dims=1) if by_row
                           else tensor_entry(probabilities, target))
@@ -385,7 +415,7 @@ class Explainer:
                 gradient = (layer, tf.image.resize(layer, tf.shape(self.x)[1:3] if size is None else size,
                                                    method="bilinear"))
             elif self.options.method.cam:
-                layer = _cam_layer(run, self.x, self.path_ops, self.options.layer)
+                layer = _cam_layer(run, self.x, self.path_ops, self.options.layer, self.names)
                 gradient = _grad_cam(tf, output, layer, _image_size(tf, self.x, self.one_example),
                                      self.options.method.plus)
             else:
@@ -395,8 +425,7 @@ class Explainer:
                 f"{self.path}: {run.y} does not depend on {run.xs[0]} through floats: no attribution; "
                 f"graphgrad check {self.path} --x {run.xs[0]} --y {run.y} says why")
         flags = training_flags(run.session, run.graph, unfed_inputs([output], self.feed)[1])
-        self._built[key] = output, gradient, row_targets, layer, flags
-        return self._built[key]
+        return output, gradient, row_targets, layer, flags
 
     def _resized(self, maps: Any, size: tuple) -> Any:
         """``maps`` (N, h, w, 1) resized bilinearly to ``size``, as Grad-CAM's are."""
@@ -409,27 +438,25 @@ class Explainer:
         given, to, resized = self._resize
         return run.session.run(resized, {given: maps, to: list(size)}).astype(maps.dtype)
 
-    def explain(self, inputs: Any, target: Any = None, baseline: Any = None, noise: "Noise | None" = None
-                ) -> tuple[Any, AttributionReport]:
+    def explain(self, inputs: Any, target: Any = None, baseline: Any = None, noise: "Noise | tuple | None" = None,
+                timeout: float | None = None) -> tuple[Any, AttributionReport]:
         """Attributions of ``y[..., target]`` (``target``: an index; one per row, as an
         array or ``"predicted"``; None: the default given) to x for every row of
         ``inputs``, against ``baseline`` (x's shape, or one row; None: zeros) for the
-        methods that take one, smoothed by ``noise`` if given. Returns
-        ``(attributions, report)``."""
+        methods that take one, smoothed by ``noise`` if given (a :class:`Noise`, or
+        ``(samples, sigma)``), its runs stopped after ``timeout`` seconds (None: the
+        default given). Returns ``(attributions, report)``."""
         import numpy as np
 
-        tf, run, options, method = self.tf, self.run, self.options, self.options.method
+        tf, run, options, method, names = self.tf, self.run, self.options, self.options.method, self.names
         target = options.target if target is None else target
-        noise = options.noise if noise is None else noise
+        noise = options.noise if noise is None else as_noise(noise)
+        timeout = options.timeout if timeout is None else _positive_seconds(timeout)
         one_target = target if isinstance(target, int) else None
         report = AttributionReport(self.path, method.name, run.xs[0], run.y, one_target, rules=dict(self.rules),
                                    uncovered=list(self.uncovered), notes=run.moved_notes())
         report.feeds = {tensor.name: "given" for tensor in self.feed}
-        if target is None:
-            softmax = summed_softmax(run.y_tensor)
-            if softmax is not None:
-                raise UsageError(softmax.describe().replace("\n ", ";"))
-        inputs = np.asarray(inputs, dtype=self.x.dtype.as_numpy_dtype)
+        inputs = _rows(inputs, self.x.dtype.as_numpy_dtype, names.inputs)
         # x without a batch axis: the input is one example of x's shape, or several in a batch of them
         single = bool(self.one_example) and inputs.ndim == self.x.shape.rank
         if single:
@@ -438,15 +465,22 @@ class Explainer:
             wanted = self.x.shape.as_list() if self.x.shape.rank is not None else "any shape"
             several = (f"; {self.one_example}: give one example of that shape, or several stacked on a first axis"
                        if self.one_example else "")
-            raise UsageError(f"--input has shape {list(inputs.shape)}, and {report.x} takes {wanted} (None: any "
-                             f"size){several}")
-        background = _background(baseline, inputs) if method.background else None
+            raise UsageError(f"{names.inputs} has shape {list(inputs.shape)}, and {report.x} takes {wanted} (None: "
+                             f"any size){several}")
+        if not len(inputs):
+            raise UsageError(f"{names.inputs} has no rows (shape {list(inputs.shape)}): give at least one")
+        if target is None:  # after the shapes: a misshapen input is said as such, not as this
+            softmax = summed_softmax(run.y_tensor)
+            if softmax is not None:
+                raise UsageError(softmax.describe().replace("\n ", ";"))
+        background = _background(baseline, inputs, names) if method.background else None
         try:
             base = np.zeros_like(inputs) if baseline is None or method.background else np.broadcast_to(
                 np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
         except ValueError:
-            raise UsageError(f"--baseline has shape {list(np.shape(baseline))}: give one of the input's shape "
+            raise UsageError(f"{names.baseline} has shape {list(np.shape(baseline))}: give one of the input's shape "
                              f"{list(inputs.shape)}, or of one row") from None
+        _refuse_not_finite(base, names.baseline)
         row_bytes = inputs[:1].nbytes
         if row_bytes not in self._batchings:
             self._batchings[row_bytes] = (Batching(1, True, self.one_example) if self.one_example
@@ -467,7 +501,7 @@ class Explainer:
         output, gradient, row_targets, layer, flags = self._ops_for(target)
         report.layer = layer.name if layer is not None else ""
         report.training_flags = list(flags)
-        deadline = time.monotonic() + options.timeout
+        deadline = time.monotonic() + timeout
         targets = None
 
         def evaluate(fetch, value, origins=None):
@@ -481,14 +515,14 @@ class Explainer:
                     raise tf.errors.DeadlineExceededError(None, None, "")
                 return run.session.run(fetch, fed, options=run_options)
             except tf.errors.DeadlineExceededError:
-                raise GraphgradError(f"{self.path}: the runs took over {options.timeout:g} s and were stopped; give "
+                raise GraphgradError(f"{self.path}: the runs took over {timeout:g} s and were stopped; give "
                                      "them longer with --timeout SECONDS") from None
             except (ValueError, tf.errors.OpError) as error:
                 raise GraphgradError(f"{self.path}: TensorFlow says: {tensorflow_says(error)}") from None
 
         if row_targets is not None:
             targets = _row_targets(target, inputs, batching, lambda value, _: evaluate(run.y_tensor, value),
-                                   run.y_tensor.shape[-1])
+                                   run.y_tensor.shape[-1], names)
             report.targets = targets.tolist()
 
         def gradient_at(value, origins):
@@ -555,7 +589,7 @@ def _score_cam(inputs: Any, layer: Any, upsampled: Any, batching: Batching, outp
 CONVOLUTIONS = ("Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "FusedConv2D", "_FusedConv2D")
 
 
-def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
+def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None, names: ArgumentNames) -> Any:
     """Grad-CAM's layer: the tensor ``name``, else the last 4-D floating-point tensor
     (NHWC) on the path from x to y after a convolution whose height and width are
     over 1 (or unknown), of those a run can fetch (outside TF1 loops and conditionals)."""
@@ -564,11 +598,11 @@ def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
     if name:
         layer = tensor_named(run.graph, name)
         if layer.shape.rank != 4 or layer.op not in path_ops:
-            raise UsageError(f"--layer {name}: a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) "
-                             f"tensor on the path from {x.name} to {run.y}; it has shape {layer.shape}")
+            raise UsageError(f"{names.layer} {name}: a class activation map (Grad-CAM, Score-CAM) needs a 4-D "
+                             f"(N, H, W, C) tensor on the path from {x.name} to {run.y}; it has shape {layer.shape}")
         if in_while_loop(layer.op) or layer.op in inside:
-            raise UsageError(f"--layer {name}: a class activation map needs a layer a run can fetch, and {name} is "
-                             "inside a while loop or a conditional; name one outside them")
+            raise UsageError(f"{names.layer} {name}: a class activation map needs a layer a run can fetch, and "
+                             f"{name} is inside a while loop or a conditional; name one outside them")
         return layer
     convolved: set = set()  # the ops on the path at or after a convolution: a layer's activations, not x's pixels
     for op in ordered:
@@ -583,7 +617,7 @@ def _cam_layer(run: Any, x: Any, path_ops: set, name: str | None) -> Any:
         elif any(op.type in CALL_OPS for op in path_ops):
             why = "the path runs through function calls, whose layers a run cannot fetch"
         else:
-            why = "the path has none; name one with --layer TENSOR"
+            why = f"the path has none; name one with {names.layer}"
         raise UsageError(f"a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer with a "
                          f"spatial size between {x.name} and {run.y}, and {why}")
     return fetchable[-1]
@@ -636,7 +670,8 @@ def _grad_cam(tf: Any, output: Any, layer: Any, size: Any, plus: bool = False) -
     return tf.image.resize(cam, tf.shape(layer)[1:3] if size is None else size, method="bilinear")
 
 
-def _row_targets(target: Any, inputs: Any, batching: Batching, y_at: Callable, classes: int | None) -> Any:
+def _row_targets(target: Any, inputs: Any, batching: Batching, y_at: Callable, classes: int | None,
+                 names: ArgumentNames) -> Any:
     """One class index per row: ``target`` as given (an array), or, for
     ``"predicted"``, the class y scores highest for each row."""
     import numpy as np
@@ -645,23 +680,24 @@ def _row_targets(target: Any, inputs: Any, batching: Batching, y_at: Callable, c
         return np.asarray(in_batches(y_at, inputs, batching)).argmax(axis=-1).astype(np.int32)
     targets = np.asarray(target)
     if targets.shape != (len(inputs),):
-        raise UsageError(f"--target FILE.npy holds shape {list(targets.shape)}: give one class index per row of "
-                         f"--input ({len(inputs)})")
+        raise UsageError(f"{names.target} holds shape {list(targets.shape)}: give one class index per row of "
+                         f"{names.inputs} ({len(inputs)})")
     if classes is not None and (targets.min() < 0 or targets.max() >= classes):
-        raise UsageError(f"--target FILE.npy holds indices {int(targets.min())} to {int(targets.max())}; y has "
+        raise UsageError(f"{names.target} holds indices {int(targets.min())} to {int(targets.max())}; y has "
                          f"{classes} classes (0 to {classes - 1})")
     return targets.astype(np.int32)
 
 
-def _refuse_unfed(path: str, run, x_tensor, feed: dict) -> None:
+def _refuse_unfed(run, x_tensor, feed: dict, names: ArgumentNames) -> None:
     """Refuse, before anything runs, a y that reads placeholders nobody feeds, or
     an input pipeline (a queue or an iterator that nothing fills here)."""
     refuse_unfed_pipelines([run.y_tensor], {**feed, x_tensor: None})
     placeholders, _ = unfed_inputs([run.y_tensor], {**feed, x_tensor: None})
     if placeholders:
         raise UsageError(
-            f"{run.y} also reads {first_names(placeholders)}, which --input does not feed; give each a value "
-            f"with --feed NAME=VALUE (a number, a JSON list or a .npy file), e.g. --feed {placeholders[0]}=0"
+            f"{run.y} also reads {first_names(placeholders)}, which {names.inputs} does not feed; give each a value "
+            f"with {names.feed.format(name='NAME', value='VALUE')} (a number, a JSON list or a .npy file), e.g. "
+            f"{names.feed.format(name=placeholders[0], value=0)}"
         )
 
 
@@ -732,7 +768,7 @@ def _occluded(inputs: Any, occlusion: tuple, batching: Batching, output_at: Call
     return (drops / np.maximum(covered, 1)).astype(inputs.dtype)
 
 
-def _background(baseline: Any, inputs: Any) -> Any:
+def _background(baseline: Any, inputs: Any, names: ArgumentNames) -> Any:
     """The background set of expected gradients and DeepSHAP: rows of x's shape
     (one row without its batch axis too), zeros (one row) when none is given."""
     import numpy as np
@@ -743,7 +779,7 @@ def _background(baseline: Any, inputs: Any) -> Any:
     if background.shape == inputs.shape[1:]:
         background = background[None]
     if background.shape[1:] != inputs.shape[1:] or not len(background):
-        raise UsageError(f"--baseline has shape {list(background.shape)}: a background set is rows of x's shape "
+        raise UsageError(f"{names.baseline} has shape {list(background.shape)}: a background set is rows of x's shape "
                          f"{['rows'] + list(inputs.shape[1:])}")
     return background
 
@@ -797,8 +833,57 @@ class Noise:
     aggregate: str = "mean"
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        import math
+
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
+            raise UsageError(f"Noise(samples={self.samples!r}): give a whole number of samples, at least 1")
+        if not isinstance(self.sigma, (int, float)) or not 0 <= self.sigma < math.inf:
+            raise UsageError(f"Noise(sigma={self.sigma!r}): give a scale of at least 0 (a fraction of each row's "
+                             "range, e.g. 0.15)")
+        if self.aggregate not in AGGREGATES:
+            raise UsageError(f"Noise(aggregate={self.aggregate!r}): give one of {', '.join(AGGREGATES)}")
+
 
 AGGREGATES = ("mean", "squared", "variance")
+
+
+def as_noise(noise: Any) -> "Noise | None":
+    """``noise`` as a :class:`Noise`: one already, ``(samples, sigma)``, or None."""
+    if noise is None or isinstance(noise, Noise):
+        return noise
+    if isinstance(noise, (tuple, list)) and len(noise) == 2:
+        return Noise(*noise)
+    raise UsageError(f"noise={noise!r}: give graphgrad.Noise(samples, sigma) or a pair (samples, sigma), e.g. "
+                     "(50, 0.15)")
+
+
+def _positive_seconds(timeout: Any) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise UsageError(f"timeout={timeout!r}: give a number of seconds above 0")
+    return float(timeout)
+
+
+def _rows(inputs: Any, dtype: Any, name: str) -> Any:
+    """``inputs`` as an array of x's dtype, refused in one line if it is not one of
+    numbers or holds NaN or infinity (every attribution of such a row is NaN)."""
+    import numpy as np
+
+    try:
+        rows = np.asarray(inputs, dtype=dtype)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{name} is not an array of numbers: {error}") from None
+    _refuse_not_finite(rows, name)
+    return rows
+
+
+def _refuse_not_finite(array: Any, name: str) -> None:
+    import numpy as np
+
+    if array.dtype.kind in "fc" and not np.isfinite(array).all():
+        where = np.argwhere(~np.isfinite(array))[0]
+        raise UsageError(f"{name} holds NaN or infinity (first at index {where.tolist()}): every attribution of "
+                         "its row would be NaN; give finite values")
 
 
 def _smoothed(method: Method, inputs: Any, base: Any, batching: Batching, gradient_at: Callable,

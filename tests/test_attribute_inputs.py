@@ -1,0 +1,110 @@
+"""What attribute and the Explainer take: bad rows, targets, noise and timeouts are
+one line naming what the caller gave (the command's option, or the Python
+argument), never a traceback; one explainer serves many threads (needs TensorFlow)."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import fixture, run_cli
+from tf_helpers import tf  # noqa: F401  (skips without TensorFlow)
+
+import graphgrad
+from graphgrad.errors import GraphgradError, UsageError
+
+ROWS = np.load(fixture("classifier_rows.npy"))
+
+
+@pytest.fixture(scope="module")
+def explainer():
+    return graphgrad.Explainer(fixture("classifier.pb"), "gradient", y="logits")
+
+
+def _saved(tmp_path, name, array):
+    path = tmp_path / name
+    np.save(path, array)
+    return path
+
+
+@pytest.mark.parametrize("rows, words", [
+    (np.zeros((0, 4), np.float32), "--input has no rows (shape [0, 4]): give at least one"),
+    (np.array([[1, np.nan, 0, 0]], np.float32), "--input holds NaN or infinity (first at index [0, 1])"),
+    (np.array([[1, 0, np.inf, 0]], np.float32), "--input holds NaN or infinity (first at index [0, 2])"),
+    (np.ones((2, 5), np.float32), "--input has shape [2, 5], and x takes [None, 4]"),
+], ids=["no rows", "nan", "inf", "shape"])
+def test_bad_rows_are_one_line_and_write_nothing(tmp_path, rows, words):
+    # no --target and y a softmax: a misshapen input is still said as such, not as the softmax trap
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradient",
+                     "--input", _saved(tmp_path, "rows.npy", rows), "-o", tmp_path / "out.npy", expect=2)
+    assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_a_baseline_with_nan_is_refused(tmp_path):
+    result = run_cli("attribute", fixture("classifier.pb"), "--method", "integrated_gradients", "--input",
+                     fixture("classifier_rows.npy"), "--y", "logits", "--target", "0", "--baseline",
+                     _saved(tmp_path, "base.npy", np.full(4, np.nan, np.float32)), "-o", tmp_path / "o.npy", expect=2)
+    assert "--baseline holds NaN or infinity" in result.stderr
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda e: e.explain(np.zeros((0, 4)), target=0), "inputs has no rows"),
+    (lambda e: e.explain(np.ones((2, 5)), target=0), "inputs has shape [2, 5]"),
+    (lambda e: e.explain([["a", "b", "c", "d"]], target=0), "inputs is not an array of numbers"),
+    (lambda e: e.explain(ROWS, target=np.array([0, 1])), "target holds shape [2]: give one class index per row of "
+                                                         "inputs (3)"),
+    (lambda e: e.explain(ROWS, target=np.array([0, 1, 7])), "target holds indices 0 to 7; y has 3 classes"),
+    (lambda e: e.explain(ROWS, target=0, noise="lots"), "noise='lots': give graphgrad.Noise(samples, sigma)"),
+    (lambda e: e.explain(ROWS, target=0, noise=(-5, 0.1)), "Noise(samples=-5)"),
+    (lambda e: e.explain(ROWS, target=0, noise=(5, float("nan"))), "Noise(sigma=nan)"),
+    (lambda e: e.explain(ROWS, target=0, timeout=0), "timeout=0: give a number of seconds above 0"),
+], ids=["no rows", "shape", "not numbers", "targets' length", "targets' range", "noise", "samples", "sigma",
+        "timeout"])
+def test_the_explainers_errors_name_its_arguments(explainer, call, words):
+    with pytest.raises(GraphgradError) as raised:
+        call(explainer)
+    assert words in str(raised.value) and "--" not in str(raised.value)
+
+
+def test_noise_is_checked_where_it_is_made():
+    for samples, sigma in [(-5, float("nan")), (0, 0.1), (2.5, 0.1), (5, -1.0), (5, float("inf"))]:
+        with pytest.raises(UsageError):
+            graphgrad.Noise(samples=samples, sigma=sigma)
+    with pytest.raises(UsageError, match="aggregate='median'"):
+        graphgrad.Noise(5, 0.1, aggregate="median")
+
+
+def test_noise_as_a_pair_is_the_same_as_a_noise(explainer):
+    as_pair, _ = explainer.explain(ROWS, target=1, noise=(20, 0.1))
+    as_noise, _ = explainer.explain(ROWS, target=1, noise=graphgrad.Noise(samples=20, sigma=0.1))
+    np.testing.assert_array_equal(as_pair, as_noise)
+
+
+def test_a_timeout_per_call_stops_that_call_only(tmp_path):
+    slow = graphgrad.Explainer(fixture("classifier.pb"), "integrated_gradients(steps=100000000)", y="logits")
+    with pytest.raises(GraphgradError, match="the runs took over 0.5 s"):
+        slow.explain(ROWS, target=0, timeout=0.5)
+
+
+def test_sixteen_threads_with_different_targets_get_what_one_thread_gets():
+    explainer = graphgrad.Explainer(fixture("classifier.pb"), "grad_x_input", y="logits")
+    targets = [0, 1, 2, None, np.array([0, 1, 2]), "predicted"] * 3
+    results, failures = [None] * 16, []
+
+    def call(index):
+        try:
+            results[index] = explainer.explain(ROWS, target=targets[index] if targets[index] is not None else 2)[0]
+        except BaseException as failure:  # SystemError from TensorFlow's graph, before the lock
+            failures.append(failure)
+
+    threads = [threading.Thread(target=call, args=(index,)) for index in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    alone = graphgrad.Explainer(fixture("classifier.pb"), "grad_x_input", y="logits")
+    for index in range(16):
+        target = targets[index] if targets[index] is not None else 2
+        np.testing.assert_array_equal(results[index], alone.explain(ROWS, target=target)[0])
