@@ -108,3 +108,15 @@ def test_sixteen_threads_with_different_targets_get_what_one_thread_gets():
     for index in range(16):
         target = targets[index] if targets[index] is not None else 2
         np.testing.assert_array_equal(results[index], alone.explain(ROWS, target=target)[0])
+
+
+def test_a_heat_map_is_written_in_the_format_its_name_asks_for(tmp_path):
+    pytest.importorskip("PIL", reason="--image needs Pillow: pip install 'graphgrad[image]'")
+    common = ["attribute", fixture("image_net.pb"), "--method", "gradient", "--input", fixture("image_rows.npy"),
+              "--target", "0", "-o", tmp_path / "a.npy"]
+    for name, magic in [("map.jpg", b"\xff\xd8\xff"), ("map.JPEG", b"\xff\xd8\xff"), ("map.png", b"\x89PNG")]:
+        run_cli(*common, "--image", tmp_path / name)
+        assert (tmp_path / name).read_bytes().startswith(magic)
+    result = run_cli(*common, "--image", tmp_path / "map.gif", expect=2)
+    assert "--image" in result.stderr and "graphgrad writes .png or .jpg there" in result.stderr
+    assert not (tmp_path / "map.gif").exists()

@@ -9,6 +9,7 @@ from ..files.arrays import load_array
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
+from ..jobs.heatmap import heatmap_image, image_format
 from . import options
 from .render import echo, echo_json, table, tensorflow_quiet
 
@@ -33,7 +34,7 @@ from .render import echo, echo_json, table, tensorflow_quiet
               help="The reference of deeplift and integrated_gradients: zeros, or an array of x's shape (or one row).")
 @click.option("-o", "--output", "out", required=True, metavar="OUT.npy", type=click.Path(),
               help="Write the attributions there, an array of x's shape.")
-@click.option("--image", metavar="OUT.png", type=click.Path(),
+@click.option("--image", metavar="OUT.png|OUT.jpg", type=click.Path(),
               help="Also draw the attributions of image inputs (N, H, W, C) as a heat map: red positive, blue "
               "negative; several rows make a grid (needs Pillow).")
 @click.option("--allow-uncovered", is_flag=True,
@@ -74,6 +75,7 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
 
     if not out.endswith(".npy"):
         raise UsageError(f"-o {out}: attributions are written as .npy; name a file ending in .npy")
+    picture_format = image_format(image) if image else None
     read = {"--input": input_path, "--baseline": None if baseline == "zero" else baseline, "--target": target_text}
     refuse_outputs_over_inputs(
         {f"the model {model}": model_files(model) + (checkpoint_files(checkpoint) if checkpoint else []),
@@ -90,9 +92,7 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
                                          what=f"attribute of {model}")
     picture = None
     if image:  # drawn before anything is written: a refusal leaves no output
-        from ..jobs.heatmap import heatmap_png
-
-        picture = heatmap_png(attributions)
+        picture = heatmap_image(attributions, picture_format)
     _save_array(out, attributions)
     if picture is not None:
         write_chunks(image, [picture])

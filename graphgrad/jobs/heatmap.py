@@ -1,17 +1,28 @@
-"""Heat maps of image attributions, as PNG (Pillow, imported when called)."""
+"""Heat maps of image attributions, as PNG or JPEG (Pillow, imported when called)."""
 
+import os
 from typing import Any
 
 from ..errors import UsageError
 
 MIN_SIDE = 128  # pixels: a small image's map is enlarged (nearest neighbour) to about this
 PAD = 2  # pixels between the maps of several rows
+IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}  # a file's ending -> what is written there
 
 
-def heatmap_png(attributions: Any) -> bytes:
-    """A PNG of image-shaped attributions (N, H, W, C): each row's sum over its
-    channels, red where it is positive, blue where negative, white at zero, on one
-    symmetric scale per row; several rows make a grid."""
+def image_format(path: str) -> str:
+    """The format a heat map is written in at ``path``, by its ending; refused
+    (before any work) unless graphgrad writes that format."""
+    ending = os.path.splitext(path)[1].lower()
+    if ending not in IMAGE_FORMATS:
+        raise UsageError(f"--image {path}: graphgrad writes .png or .jpg there; name a file ending in one of them")
+    return IMAGE_FORMATS[ending]
+
+
+def heatmap_image(attributions: Any, image_format: str = "PNG") -> bytes:
+    """An image (PNG or JPEG) of image-shaped attributions (N, H, W, C): each row's
+    sum over its channels, red where it is positive, blue where negative, white at
+    zero, on one symmetric scale per row; several rows make a grid."""
     import numpy as np
 
     try:
@@ -41,5 +52,5 @@ def heatmap_png(attributions: Any) -> bytes:
     import io
 
     stream = io.BytesIO()
-    Image.fromarray(canvas, "RGB").save(stream, format="PNG")
+    Image.fromarray(canvas, "RGB").save(stream, format=image_format)
     return stream.getvalue()
