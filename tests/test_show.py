@@ -247,3 +247,20 @@ def test_a_path_too_large_to_lay_out_is_refused_for_pictures_and_written_as_dot(
     assert "boxes on the path" in result.stderr and "narrow it with --x and --y, or write .dot" in result.stderr
     assert not (tmp_path / "a.svg").exists()
     run_cli("show", fixture("binary_net.pb"), "--y", "dense2/logits", "-o", tmp_path / "a.dot")
+
+
+@needs_graphviz
+def test_a_node_name_longer_than_graphviz_takes_is_drawn_whole_in_its_id_and_tooltip(tmp_path):
+    from graphgrad.files.protos import GraphDef
+
+    graph = GraphDef.FromString(open(fixture("classifier.pb"), "rb").read())
+    long_name = "scope/" * 3000 + "relu"  # 18,004 characters: over Graphviz's 16,384 for one quoted string
+    for node in graph.node:
+        node.name = long_name if node.name == "relu" else node.name
+        node.input[:] = [long_name if name == "relu" else name for name in node.input]
+    source = tmp_path / "long.pb"
+    source.write_bytes(graph.SerializeToString())
+    run_cli("show", source, "--y", "logits", "-o", tmp_path / "path.svg")
+    text = (tmp_path / "path.svg").read_text()
+    assert f'id="node:{long_name}"' in text and f"<title>{long_name}</title>" in text
+    assert "scope/scope/scope/relu</text>" in text and len(max(re.findall(r">([^<]*)</text>", text), key=len)) < 40

@@ -318,8 +318,14 @@ def _short(name: str, limit: int = 28) -> str:
     return name if len(name) <= limit else "..." + name[-(limit - 3):]
 
 
+# Graphviz refuses a quoted string longer than 16,384 bytes; DOT joins "a" + "b" into one, so a
+# long name (ids and tooltips keep it whole) is written in pieces that stay under it even escaped.
+DOT_PIECE = 4000
+
+
 def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return " + ".join('"' + text[start:start + DOT_PIECE].replace("\\", "\\\\").replace('"', '\\"') + '"'
+                      for start in range(0, max(len(text), 1), DOT_PIECE))
 
 
 def _text_colour(mark: str) -> str:
@@ -333,7 +339,7 @@ def to_dot(picture: Picture) -> str:
     for name, (op, mark, tooltip) in picture.nodes.items():
         colour = MARKS[mark][0] if mark else "#ffffff"
         shown = name.rsplit("|", 1)[-1].split("/", 1)[-1] if "|" in name else name  # in a body: its own name
-        label = _quoted(op)[:-1] + "\\n" + _quoted(_short(shown))[1:]  # two lines: DOT's own \n
+        label = _quoted(_short(op))[:-1] + "\\n" + _quoted(_short(shown))[1:]  # two lines: DOT's own \n
         lines.append(f"  {_quoted(name)} [label={label}, tooltip={_quoted(tooltip)}, fillcolor={_quoted(colour)}, "
                      f"fontcolor={_text_colour(mark)}, id={_quoted('node:' + name)}];")
     for index, (call, (function, names)) in enumerate(sorted(picture.bodies.items())):
