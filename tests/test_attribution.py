@@ -400,9 +400,10 @@ def test_outputs_never_land_on_the_model_or_the_inputs(tmp_path):
     before = rows.read_bytes(), model.read_bytes()
     common = ["attribute", model, "--method", "gradient", "--input", rows, "--target", "0"]
     other = tmp_path / "a.npy"
+    picture = tmp_path / "model.png"
+    os.symlink(model, picture)  # a picture's name that is the model's file
     for extra, message in [(["-o", rows], f"-o {rows} would overwrite --input"),
-                           (["-o", other, "--image", model], f"--image {model} would overwrite the model"),
-                           (["-o", other, "--image", other], "-o and --image name one file"),
+                           (["-o", other, "--image", picture], f"--image {picture} would overwrite the model"),
                            (["-o", other, "--baseline", other], f"-o {other} would overwrite --baseline")]:
         assert message in run_cli(*common, *extra, expect=2).stderr
     assert (rows.read_bytes(), model.read_bytes()) == before and not (tmp_path / "a.npy").exists()

@@ -35,11 +35,12 @@ def inputs(tmp_path):
     run_cli("unfreeze", fixture("classifier.pb"), "-o", tmp_path / "ck")
     os.symlink(tmp_path / "saved" / "saved_model.pb", tmp_path / "saved.html")
     os.symlink(tmp_path / "ck" / "model.index", tmp_path / "ck.html")
+    os.symlink(tmp_path / "ck" / "model.index", tmp_path / "ck.png")
     return tmp_path
 
 
-# (command line, the message's words) with {t} the folder of the inputs above; {t}/saved.html
-# and {t}/ck.html are links to a file of the SavedModel and of the checkpoint
+# (command line, the message's words) with {t} the folder of the inputs above; {t}/saved.html,
+# {t}/ck.html and {t}/ck.png are links to a file of the SavedModel and of the checkpoint
 CASES = [
     (["unfreeze", "{t}/sub/classifier.pb", "-o", "{t}/sub", "--force"], "-o {t}/sub holds the model"),
     (["unfreeze", "{t}/sub/classifier.pb", "-o", "{t}", "--force"], "-o {t} holds the model"),
@@ -61,7 +62,7 @@ CASES = [
     (["attribute", "{t}/sub/classifier.pb", "--method", "gradient", "--input", "{t}/rows.npy", "--target", "0",
       "-o", "{t}/rows.npy"], "-o {t}/rows.npy would overwrite --input"),
     (["attribute", "{t}/ck/model.meta", "--method", "gradient", "--input", "{t}/rows.npy", "--target", "0",
-      "-o", "{t}/out.npy", "--image", "{t}/ck/model.index"], "--image {t}/ck/model.index would overwrite the model"),
+      "-o", "{t}/out.npy", "--image", "{t}/ck.png"], "--image {t}/ck.png would overwrite the model"),
 ]
 
 

@@ -3,6 +3,7 @@ browser opens offline (the page rendered in headless Chromium, its pixels and DO
 looked at); bad input in one line, nothing written."""
 
 import io
+import json
 import os
 import re
 import shutil
@@ -264,3 +265,24 @@ def test_a_node_name_longer_than_graphviz_takes_is_drawn_whole_in_its_id_and_too
     text = (tmp_path / "path.svg").read_text()
     assert f'id="node:{long_name}"' in text and f"<title>{long_name}</title>" in text
     assert "scope/scope/scope/relu</text>" in text and len(max(re.findall(r">([^<]*)</text>", text), key=len)) < 40
+
+
+def test_a_signature_with_a_sparse_input_draws_its_components(tmp_path):
+    """A TF1 Estimator-style SavedModel whose serving signature takes a SparseTensor
+    (a TensorInfo with no name, its coo_sparse components): the default path starts
+    at the sparse tensor's parts."""
+    tf = pytest.importorskip("tensorflow", reason="needs TensorFlow to build the SavedModel")
+    v1 = tf.compat.v1
+    with tf.Graph().as_default() as graph, v1.Session(graph=graph) as session:
+        features = v1.sparse_placeholder(tf.float32, shape=[None, 4], name="features")
+        weights = tf.constant([[1.0], [2.0], [3.0], [4.0]], name="weights")
+        scores = tf.identity(v1.sparse_tensor_dense_matmul(features, weights), name="scores")
+        builder = v1.saved_model.Builder(str(tmp_path / "sparse_model"))
+        signature = v1.saved_model.predict_signature_def(inputs={"features": features}, outputs={"scores": scores})
+        builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={"serving_default": signature})
+        builder.save()
+    ops = run_cli("ops", tmp_path / "sparse_model").stdout
+    assert "features (values) = features/values:0" in ops and "features (indices) = features/indices:0" in ops
+    result = run_cli("show", tmp_path / "sparse_model", "-o", tmp_path / "path.dot", "--json")
+    drawn = (tmp_path / "path.dot").read_text()
+    assert '"features/values"' in drawn and '"scores"' in drawn and json.loads(result.stdout)["nodes"] >= 3

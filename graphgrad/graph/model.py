@@ -73,12 +73,29 @@ def meta_graphs_of(message: Any, kind: str) -> list[tuple[str, Any]]:
 
 def signatures_of(meta_graph_def: Any) -> list[tuple[str, list, list]]:
     """``(key, [(input, tensor)], [(output, tensor)])`` of a MetaGraphDef's signatures,
-    by key; TensorFlow's own (keys starting with ``__``, such as its init op) left out."""
+    by key; TensorFlow's own (keys starting with ``__``, such as its init op) left out.
+    A sparse or composite tensor, which has no name of its own, is its components,
+    each named for its part (``features (values)``)."""
     return [
-        (key, [(name, info.name) for name, info in sorted(signature.inputs.items())],
-         [(name, info.name) for name, info in sorted(signature.outputs.items())])
+        (key, [pair for name, info in sorted(signature.inputs.items()) for pair in _tensors_of(name, info)],
+         [pair for name, info in sorted(signature.outputs.items()) for pair in _tensors_of(name, info)])
         for key, signature in sorted(meta_graph_def.signature_def.items()) if not key.startswith("__")
     ]
+
+
+def _tensors_of(name: str, info: Any) -> list[tuple[str, str]]:
+    """The ``(name, tensor)`` pairs a signature's TensorInfo stands for: its tensor; a
+    SparseTensor's values, indices and dense shape; a composite tensor's components."""
+    encoding = info.WhichOneof("encoding")
+    if encoding == "coo_sparse":
+        sparse = info.coo_sparse
+        return [(f"{name} ({part})", tensor) for part, tensor in (
+            ("values", sparse.values_tensor_name), ("indices", sparse.indices_tensor_name),
+            ("dense_shape", sparse.dense_shape_tensor_name)) if tensor]
+    if encoding == "composite_tensor":
+        return [pair for index, component in enumerate(info.composite_tensor.components)
+                for pair in _tensors_of(f"{name} (component {index})", component)]
+    return [(name, info.name)] if info.name else []
 
 
 class NodeRef:
