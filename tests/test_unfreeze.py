@@ -252,6 +252,21 @@ def test_an_output_folder_with_files_needs_force(tmp_path):
     assert not (out / "keep.txt").exists() and (out / "model.meta").exists()
 
 
+def test_a_constant_whose_content_disagrees_with_its_shape_is_one_line(tmp_path):
+    from graphgrad.files.protos import GraphDef
+
+    graph = GraphDef.FromString(open(fixture("classifier.pb"), "rb").read())
+    for node in graph.node:
+        if node.name == "w1":  # 4x6 float32: 96 bytes, cut to 20
+            node.attr["value"].tensor.tensor_content = node.attr["value"].tensor.tensor_content[:20]
+    (tmp_path / "damaged.pb").write_bytes(graph.SerializeToString())
+    result = run_cli("unfreeze", tmp_path / "damaged.pb", "-o", tmp_path / "out", expect=1)
+    assert ("constant w1: its shape 4x6 holds 24 float32 entries (96 bytes), and its value has 20 bytes: the file "
+            "is damaged (leave it out: --exclude 'w1')") in result.stderr
+    assert not (tmp_path / "out").exists()
+    run_cli("unfreeze", tmp_path / "damaged.pb", "-o", tmp_path / "out", "--exclude", "w1")
+
+
 def test_a_killed_unfreezes_staging_folder_is_removed_by_the_next_run(tmp_path):
     left = tmp_path / f".out.{dead_pid()}.k1ll3d00.graphgrad-tmp"  # as a killed run leaves it
     left.mkdir()
