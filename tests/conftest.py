@@ -38,10 +38,10 @@ def every_method(source, inputs, out, *args) -> dict:
     """``graphgrad attribute`` with each method (integrated gradients' steps and
     expected gradients' samples cut to 4, occlusion's window to 32), each refusal
     checked to be one line that says why; the names of the methods that ran."""
-    from graphgrad.tf.attribute import METHODS
+    from graphgrad.methods.registry import CATALOGUE
 
     ran = set()
-    for method in METHODS:
+    for method in CATALOGUE.signatures():
         method = method.replace("steps=50", "steps=4").replace("samples=200", "samples=4").replace(
             "window=4,stride=4", "window=32,stride=32")
         result = CliRunner().invoke(main, ["attribute", str(source), "--method", method, "--input", str(inputs),

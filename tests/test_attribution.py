@@ -13,7 +13,8 @@ from tf_helpers import tf, v1
 
 import graphgrad
 import graphgrad.cli
-import graphgrad.tf.attribute
+import graphgrad.tf.coverage
+from graphgrad.methods.registry import CATALOGUE, parse_method
 
 RNG = np.random.default_rng(21)
 
@@ -100,13 +101,13 @@ def test_the_docs_list_every_op_type_each_method_covers():
     every method passes through, are the code's."""
     docs = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "docs", "commands.md")).read().split())
     rows = []
-    for text in graphgrad.tf.attribute.METHODS:
-        method = graphgrad.tf.attribute.parse_method(text)
+    for text in CATALOGUE.signatures():
+        method = parse_method(text)
         covered = sorted({op_type for op_types, _ in method.rules for op_type in op_types} | set(method.kept))
         if covered:
             rows.append(f"| `{method.name.split('(')[0]}` | {', '.join(covered)} |")
     assert "| method | op types | |---|---| " + " ".join(rows) + " Op types every method" in docs
-    passed = ", ".join(sorted(graphgrad.tf.attribute.PASS_THROUGH))
+    passed = ", ".join(sorted(graphgrad.tf.coverage.PASS_THROUGH))
     assert f"(linear in their data input, routing values, or carrying no float): {passed}." in docs
 
 
@@ -194,7 +195,9 @@ def _saved(tmp_path, rows):
 
 
 @pytest.mark.parametrize("method, message, code", [
-    ("smoothgrad", "no such method; the methods are gradient, grad_x_input", 2),
+    ("smoothgrad", "--method smoothgrad: not a method: SmoothGrad is --noise N,SIGMA over any method", 2),
+    ("saliency", "--method saliency: no such method; did you mean gradient? The methods: gradient, grad_x_input", 2),
+    ("deep_lfit", "no such method; did you mean deeplift?", 2),
     ("eps_lrp(eps=-1)", "eps must be positive", 1),
     ("integrated_gradients(steps=0)", "steps must be at least 1", 2),
 ])

@@ -20,6 +20,7 @@ LAYERS = [
     ("graph", {"graph"}),  # the data model: a loaded file's graphs and nodes, which functions they call
     ("files", {"files"}),  # graph files: schema, reading and atomic writing, fast readings, one validity
     ("gradients", {"gradients"}),  # the gradient library and the spec grammar
+    ("methods", {"methods"}),  # attribution methods without TensorFlow: registry, options, NumPy algorithms
     ("readings", {"readings"}),  # a model opened for a job: one protocol, one factory, three readings
     ("edits", {"edits"}),  # rules to nodes, rewrites, insert/embed/reset, summaries, diffs
     ("tf", {"tf"}),  # the TensorFlow side: runtime, check

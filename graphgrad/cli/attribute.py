@@ -10,16 +10,23 @@ from ..files.outputs import Output, checkpoint_files, model_files, refuse_output
 from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
 from ..jobs.heatmap import heatmap_image, image_format
+from ..methods.options import DEFAULT_MAX_STEPS, AttributeOptions, Noise
+from ..methods.registry import CATALOGUE, parse_method
 from . import options
 from .render import echo, echo_json, table, tensorflow_quiet
 
 
 
-@click.command("attribute")
+# The methods as the registry lists them: every one, with its kind and what it computes.
+METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join(
+    f"  {line}" for line in CATALOGUE.help_lines())
+
+
+@click.command("attribute", epilog=METHODS_HELP)
 @click.argument("model", type=click.Path())
 @click.option("--method", "method_text", required=True, metavar="METHOD",
-              help="gradient, grad_x_input, integrated_gradients(steps=50), guided_backprop, deconvnet, "
-              "eps_lrp(eps=0.0001), deeplift or gradcam.")
+              help="The attribution method, e.g. deeplift or integrated_gradients(steps=64): every one is listed "
+              "below.")
 @click.option("--layer", metavar="TENSOR",
               help="gradcam's layer, a 4-D (N, H, W, C) tensor (default: the last one on the path with a height "
               "and width over 1).")
@@ -45,6 +52,11 @@ from .render import echo, echo_json, table, tensorflow_quiet
 @click.option("--noise-aggregate", type=click.Choice(["mean", "squared", "variance"]), default="mean",
               show_default=True, help="How --noise joins the samples: SmoothGrad, SmoothGrad-squared or VarGrad.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --noise: the same seed, the same bits.")
+@click.option("--tolerance", type=click.FloatRange(0, min_open=True), metavar="FRACTION",
+              help="Path integrals (integrated_gradients): double each row's steps, keeping the points computed, "
+              "until |sum - (f(x) - f(baseline))| is at most FRACTION of |f(x) - f(baseline)| (e.g. 0.01).")
+@click.option("--max-steps", type=click.IntRange(1), default=DEFAULT_MAX_STEPS, show_default=True,
+              help="With --tolerance: the most steps a row may take; a row still over it is reported.")
 @options.feed_option
 @options.tag_option
 @options.checkpoint_option
@@ -54,7 +66,8 @@ from .render import echo, echo_json, table, tensorflow_quiet
 @options.json_option
 @options.debug_option
 def attribute_command(model, method_text, layer, input_path, x, y, target_text, baseline, out, image, allow_uncovered,
-                      noise, noise_aggregate, seed, feeds, tags, checkpoint, allow_effects, timeout, kind, as_json):
+                      noise, noise_aggregate, seed, tolerance, max_steps, feeds, tags, checkpoint, allow_effects,
+                      timeout, kind, as_json):
     """Saliency and relevance maps by gradient rules: DeepLIFT, LRP, ... (needs TensorFlow).
 
     Attribute y[..., TARGET] to x for every row of --input, by the METHOD's
@@ -71,11 +84,12 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
       graphgrad attribute model.pb --method deeplift --input rows.npy --baseline mean.npy -o relevance.npy
       graphgrad attribute model.pb --method gradient --noise 50,0.15 --target predicted --input rows.npy -o s.npy
     """
-    from ..tf.attribute import AttributeOptions, Noise, attribute_model, parse_method
+    from ..tf.attribute import attribute_model
 
     if not out.endswith(".npy"):
         raise UsageError(f"-o {out}: attributions are written as .npy; name a file ending in .npy")
-    picture_format = image_format(image) if image else None
+    if image:
+        image_format(image)  # refused before anything runs
     read = {"--input": input_path, "--baseline": None if baseline == "zero" else baseline, "--target": target_text}
     refuse_outputs_over_inputs(
         {f"the model {model}": model_files(model) + (checkpoint_files(checkpoint) if checkpoint else []),
@@ -86,23 +100,28 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
     reference = None if baseline == "zero" else load_array(baseline, "--baseline")
     smoothing = None if noise is None else Noise(*_noise(noise), noise_aggregate, seed)
     attribute_options = AttributeOptions(method, x, y, _target(target_text), allow_uncovered, allow_effects, kind,
-                                         tags, checkpoint, feeds, timeout, smoothing, layer)
+                                         tags, checkpoint, feeds, timeout, smoothing, layer, tolerance, max_steps)
     with tensorflow_quiet():
         attributions, report = run_until(timeout, attribute_model, model, inputs, reference, attribute_options,
                                          what=f"attribute of {model}")
     picture = None
     if image:  # drawn before anything is written: a refusal leaves no output
-        picture = heatmap_image(attributions, picture_format)
+        picture = heatmap_image(attributions, image_format(image))
     _save_array(out, attributions)
     if picture is not None:
         write_chunks(image, [picture])
     if as_json:
         echo_json({"output": out, "image": image, **report.__dict__})
         return
+    _render(report, model, out, image)
+
+
+def _render(report, model: str, out: str, image: str | None) -> None:
+    """The report in text: what was computed, and where it was written."""
     of = (f"{report.y}[..., {report.target}]" if report.target is not None else
           f"{report.y}[row, its target]" if report.targets else report.y)
     echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}"
-               + (f"; heat map -> {image}" if image else ""))
+         + (f"; heat map -> {image}" if image else ""))
     if report.noise:
         echo(f"  smoothed: {report.noise}")
     if report.layer:
@@ -117,12 +136,23 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
         echo(f"  run {report.batch} rows at a time: the graph's batch is fixed")
     if report.training_flags:
         echo(f"  warning: {', '.join(report.training_flags)} left at its default, True: a training flag keeps "
-                   "dropout and batch normalisation in training mode (--feed NAME=false sets it)")
+             "dropout and batch normalisation in training mode (--feed NAME=false sets it)")
     if report.completeness:
-        echo("  completeness (attributions sum against f(x) - f(baseline)):")
-        rows = [["row", "sum", "f(x) - f(baseline)"]] + [
-            [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}"] for c in report.completeness]
-        echo(*table(rows, indent="    "))
+        _render_completeness(report)
+
+
+def _render_completeness(report) -> None:
+    """Each row's sum against f(x) - f(baseline), its gap, and for a refined path integral its steps."""
+    refined = report.refinement
+    echo("  completeness (attributions sum against f(x) - f(baseline)):")
+    rows = [["row", "sum", "f(x) - f(baseline)", "gap"] + (["steps"] if refined else [])] + [
+        [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}", f"{c.gap:.2%}"]
+        + ([str(c.steps)] if refined else []) for c in report.completeness]
+    echo(*table(rows, indent="    "))
+    if refined:
+        verdict = ("every row's gap is at most" if refined.met else
+                   f"some rows stopped at --max-steps {refined.max_steps} with a gap over")
+        echo(f"  {verdict} {refined.tolerance:.2%}; {refined.evaluations} gradient evaluations")
 
 
 def _target(text: str | None):

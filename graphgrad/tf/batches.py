@@ -11,22 +11,14 @@ run (:func:`adds_its_batch`).
 """
 
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
+
+from ..methods.batching import Batching
 
 # of x per run where the graph takes any batch: 16 MiB (a convolution's activations are many times x; MobileNetV2's
 # integrated gradients ran 1.3x faster in 0.4x the memory than at 64 MiB)
 CHUNK_BYTES = 1 << 24
-
-
-@dataclass(frozen=True)
-class Batching:
-    """How many rows one run takes, and whether exactly that many (``why`` says what fixes it)."""
-
-    rows: int
-    fixed: bool
-    why: str = ""
 
 
 def batching_for(x: Any, path_ops: Iterable, row_bytes: int) -> Batching:
@@ -70,27 +62,3 @@ def _fixed_batch(x: Any, path_ops: Iterable) -> tuple[int, str] | None:
         if per_row and target.num_elements() % per_row == 0:
             return target.num_elements() // per_row, f"{op.name} reshapes its input to {target.as_list()}"
     return None
-
-
-def in_batches(run: Callable, rows: Any, batching: Batching, origin: Any = None) -> Any:
-    """``run(chunk, origins)`` on ``rows`` a batch at a time, the results' rows
-    joined: what ``run(rows, origin)`` gives where the graph takes rows one by one.
-    ``origin``: for each row, the input row it stands for (default: itself), which
-    ``run`` gets, padded as its chunk is, to choose each row's target."""
-    import numpy as np
-
-    origin = np.arange(len(rows)) if origin is None else origin
-    results = []
-    for start in range(0, len(rows), batching.rows):
-        chunk = rows[start:start + batching.rows]
-        origins = origin[start:start + batching.rows]
-        results.append(np.asarray(run(padded(chunk, batching), padded(origins, batching)))[:len(chunk)])
-    return np.concatenate(results)
-
-
-def padded(chunk: Any, batching: Batching) -> Any:
-    """``chunk`` filled up to the fixed batch with copies of its last row (unchanged where the batch is free)."""
-    import numpy as np
-
-    short = batching.rows - len(chunk) if batching.fixed else 0
-    return np.concatenate([chunk, np.repeat(chunk[-1:], short, axis=0)]) if short > 0 else chunk

@@ -32,8 +32,8 @@ from .runtime import (
 )
 
 from .blockers import BlockerContext, find_blockers, idle_overrides, surrogates_in
+from ..methods.options import DEFAULT_TIMEOUT
 from .loading import (
-    DEFAULT_TIMEOUT,
     DEFAULTED,
     CheckUsageError,
     given_feeds,

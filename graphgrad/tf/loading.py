@@ -43,7 +43,6 @@ from .runtime import (
 from .paths import ancestors, ancestors_of_ops, floating
 
 
-DEFAULT_TIMEOUT = 300.0  # seconds a run may take: a real model's gradient takes seconds
 
 
 class CheckUsageError(UsageError):

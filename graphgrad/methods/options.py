@@ -1,0 +1,176 @@
+"""What an attribution takes and what it reports, TensorFlow-free: the options as one
+typed object, the names errors give them, SmoothGrad's noise, the report, and the
+checks of the rows a caller gives."""
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UsageError
+from .registry import Method
+
+DEFAULT_TIMEOUT = 300.0  # seconds all of a call's runs may take together, loading included (as check's)
+DEFAULT_MAX_STEPS = 1024  # a path integral refined to a tolerance stops at this many steps a row
+
+
+@dataclass(frozen=True)
+class ArgumentNames:
+    """How errors name what the caller gave: :meth:`Explainer.explain`'s arguments,
+    or the command's options (:data:`COMMAND_NAMES`)."""
+
+    inputs: str = "inputs"
+    target: str = "target"
+    baseline: str = "baseline"
+    x: str = "x"
+    layer: str = "layer"
+    feed: str = "feeds={{'{name}': {value}}}"  # formatted with a placeholder's name and value
+    tolerance: str = "tolerance"
+
+
+COMMAND_NAMES = ArgumentNames("--input", "--target", "--baseline", "--x", "--layer", "--feed {name}={value}",
+                              "--tolerance")
+
+AGGREGATES = ("mean", "squared", "variance")
+
+
+@dataclass(frozen=True)
+class Noise:
+    """SmoothGrad over any method: the attributions of ``samples`` copies of each
+    row with Gaussian noise of ``sigma`` times the row's range (max - min), as the
+    SmoothGrad paper and the saliency library scale it, joined by ``aggregate``:
+    ``mean`` (SmoothGrad), ``squared`` (the mean of squares, SmoothGrad-squared) or
+    ``variance`` (VarGrad). ``seed`` makes them repeat bit for bit."""
+
+    samples: int
+    sigma: float
+    aggregate: str = "mean"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
+            raise UsageError(f"Noise(samples={self.samples!r}): give a whole number of samples, at least 1")
+        if not isinstance(self.sigma, (int, float)) or not 0 <= self.sigma < math.inf:
+            raise UsageError(f"Noise(sigma={self.sigma!r}): give a scale of at least 0 (a fraction of each row's "
+                             "range, e.g. 0.15)")
+        if self.aggregate not in AGGREGATES:
+            raise UsageError(f"Noise(aggregate={self.aggregate!r}): give one of {', '.join(AGGREGATES)}")
+
+    def describe(self) -> str:
+        return f"{self.samples} samples, sigma {self.sigma:g} of each row's range, {self.aggregate}"
+
+
+def as_noise(noise: Any) -> "Noise | None":
+    """``noise`` as a :class:`Noise`: one already, ``(samples, sigma)``, or None."""
+    if noise is None or isinstance(noise, Noise):
+        return noise
+    if isinstance(noise, (tuple, list)) and len(noise) == 2:
+        return Noise(*noise)
+    raise UsageError(f"noise={noise!r}: give graphgrad.Noise(samples, sigma) or a pair (samples, sigma), e.g. "
+                     "(50, 0.15)")
+
+
+def positive_seconds(timeout: Any) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise UsageError(f"timeout={timeout!r}: give a number of seconds above 0")
+    return float(timeout)
+
+
+@dataclass(frozen=True)
+class AttributeOptions:
+    """What an attribution takes besides the model and the rows: one typed object
+    from the command (or the Python call) to the explainer."""
+
+    method: Method
+    x: str | None = None
+    y: str | None = None
+    target: Any = None  # an index for every row, "predicted", or an array of one index per row
+    allow_uncovered: bool = False
+    allow_effects: bool = False
+    kind: str | None = None
+    tags: str | None = None
+    checkpoint: str | None = None
+    feeds: dict = field(default_factory=dict)  # placeholder name -> a number, a JSON list or a .npy path
+    timeout: float = DEFAULT_TIMEOUT  # seconds all runs may take together
+    noise: Noise | None = None  # SmoothGrad over the method
+    layer: str | None = None  # Grad-CAM's layer (default: the last 4-D tensor on the path with a spatial size)
+    tolerance: float | None = None  # a path integral's steps doubled until each row's completeness gap is under it
+    max_steps: int = DEFAULT_MAX_STEPS  # ... or until a row takes this many
+
+    def __post_init__(self) -> None:
+        if self.tolerance is not None and (isinstance(self.tolerance, bool) or not 0 < self.tolerance < math.inf):
+            raise UsageError(f"tolerance={self.tolerance!r}: give the largest completeness gap to accept, a fraction "
+                             "of f(x) - f(baseline) above 0 (e.g. 0.01)")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise UsageError(f"max_steps={self.max_steps!r}: give a whole number of steps, at least 1")
+
+
+@dataclass
+class RowCheck:
+    """Completeness of one row: the attributions' sum against f(x) - f(baseline),
+    and the steps its path integral took (0 for the methods that take none)."""
+
+    row: int
+    attribution_sum: float
+    output_difference: float
+    steps: int = 0
+
+    @property
+    def gap(self) -> float:
+        """|sum - (f(x) - f(baseline))| as a fraction of |f(x) - f(baseline)| (the
+        absolute gap where that difference is 0)."""
+        missing = abs(self.attribution_sum - self.output_difference)
+        return missing / abs(self.output_difference) if self.output_difference else missing
+
+
+@dataclass
+class Refinement:
+    """How a path integral refined to a tolerance ended: ``met`` (every row's gap
+    under ``tolerance``) or stopped at ``max_steps``; gradient ``evaluations`` in all."""
+
+    tolerance: float
+    max_steps: int
+    met: bool
+    evaluations: int
+
+
+@dataclass
+class AttributionReport:
+    model: str
+    method: str
+    x: str
+    y: str
+    target: int | None
+    shape: tuple = ()
+    targets: list = field(default_factory=list)  # one class per row (--target FILE.npy or predicted)
+    noise: str = ""  # SmoothGrad's samples, sigma and aggregate, when the method is smoothed
+    layer: str = ""  # Grad-CAM's layer
+    rules: dict = field(default_factory=dict)  # op type -> the spec the method gives it, for those on the path
+    uncovered: list = field(default_factory=list)  # op types on the path with neither a rule nor a pass-through
+    completeness: list = field(default_factory=list)  # RowCheck, for methods with a baseline
+    refinement: Refinement | None = None  # with a tolerance: how the steps were refined
+    feeds: dict = field(default_factory=dict)  # --feed: tensor -> "given"
+    training_flags: list = field(default_factory=list)  # boolean inputs left at a default of True
+    batch: int | None = None  # the rows each run takes, where the graph fixes it
+    notes: list = field(default_factory=list)  # x or y taken where a gradient written into the graph applies
+
+
+def checked_rows(inputs: Any, dtype: Any, name: str) -> Any:
+    """``inputs`` as an array of x's dtype, refused in one line if it is not one of
+    numbers or holds NaN or infinity (every attribution of such a row is NaN)."""
+    import numpy as np
+
+    try:
+        rows = np.asarray(inputs, dtype=dtype)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{name} is not an array of numbers: {error}") from None
+    refuse_not_finite(rows, name)
+    return rows
+
+
+def refuse_not_finite(array: Any, name: str) -> None:
+    import numpy as np
+
+    if array.dtype.kind in "fc" and not np.isfinite(array).all():
+        where = np.argwhere(~np.isfinite(array))[0]
+        raise UsageError(f"{name} holds NaN or infinity (first at index {where.tolist()}): every attribution of "
+                         "its row would be NaN; give finite values")

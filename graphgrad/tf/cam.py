@@ -1,0 +1,94 @@
+"""Class activation maps on the TensorFlow side: which layer a map is taken at, and
+Grad-CAM's (and Grad-CAM++'s) map from the layer's gradient, built into the graph."""
+
+from typing import Any
+
+from ..errors import UsageError
+from ..graph.loops import EXITS, MERGES, SWITCHES
+from ..methods.options import ArgumentNames
+from ..names import CALL_OPS, TF1_LOOP_ENTERS
+from .internals import in_while_loop
+from .loading import tensor_named
+
+CONVOLUTIONS = ("Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "FusedConv2D", "_FusedConv2D")
+
+
+def cam_layer(run: Any, x: Any, path_ops: set, name: str | None, names: ArgumentNames) -> Any:
+    """Grad-CAM's layer: the tensor ``name``, else the last 4-D floating-point tensor
+    (NHWC) on the path from x to y after a convolution whose height and width are
+    over 1 (or unknown), of those a run can fetch (outside TF1 loops and conditionals)."""
+    ordered = [op for op in run.graph.get_operations() if op in path_ops]  # graph order: producers first
+    inside = in_branches(ordered)
+    if name:
+        layer = tensor_named(run.graph, name)
+        if layer.shape.rank != 4 or layer.op not in path_ops:
+            raise UsageError(f"{names.layer} {name}: a class activation map (Grad-CAM, Score-CAM) needs a 4-D "
+                             f"(N, H, W, C) tensor on the path from {x.name} to {run.y}; it has shape {layer.shape}")
+        if in_while_loop(layer.op) or layer.op in inside:
+            raise UsageError(f"{names.layer} {name}: a class activation map needs a layer a run can fetch, and "
+                             f"{name} is inside a while loop or a conditional; name one outside them")
+        return layer
+    convolved: set = set()  # the ops on the path at or after a convolution: a layer's activations, not x's pixels
+    for op in ordered:
+        if op.type in CONVOLUTIONS or any(source.op in convolved for source in op.inputs):
+            convolved.add(op)
+    layers = [t for op in ordered if op in convolved for t in op.outputs
+              if t.shape.rank == 4 and t.dtype.is_floating and all(d is None or d > 1 for d in t.shape.as_list()[1:3])]
+    fetchable = [t for t in layers if t.op not in inside and not in_while_loop(t.op)]
+    if not fetchable:
+        if layers:
+            why = "those on it are inside while loops or conditionals, whose values a run cannot fetch"
+        elif any(op.type in CALL_OPS for op in path_ops):
+            why = "the path runs through function calls, whose layers a run cannot fetch"
+        else:
+            why = f"the path has none; name one with {names.layer}"
+        raise UsageError(f"a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer with a "
+                         f"spatial size between {x.name} and {run.y}, and {why}")
+    return fetchable[-1]
+
+
+def in_branches(ordered: list) -> set:
+    """The ops of ``ordered`` (the path, producers first) that a conditional's branch
+    or a TF1 loop holds: those after a Switch (or an Enter) on the path before a Merge
+    (or an Exit) joins them again; a run cannot fetch their values."""
+    inside: set = set()
+    for op in ordered:
+        if op.type in SWITCHES + TF1_LOOP_ENTERS:
+            inside.add(op)
+        elif op.type not in MERGES + EXITS and any(
+                source.op in inside for source in op.inputs):
+            inside.add(op)
+    return inside
+
+
+def image_size(tf: Any, x: Any, one_example: str | None) -> Any:
+    """x's height and width where x is an image (N, H, W, C; or H, W, C without a
+    batch axis), else None."""
+    if x.shape.rank == (3 if one_example else 4):
+        return tf.shape(x)[0:2] if one_example else tf.shape(x)[1:3]
+    return None
+
+
+def grad_cam(tf: Any, output: Any, layer: Any, size: Any, plus: bool = False) -> Any:
+    """ReLU(sum_k alpha_k A_k), alpha_k the spatial mean of d output / d A_k (Selvaraju
+    et al., 2017), resized bilinearly to ``size`` (x's height and width; None: the
+    layer's): (N, H, W, 1). With
+    ``plus``, Grad-CAM++'s weights (Chattopadhay et al., 2018, with the exponential
+    of the score as tf-keras-vis takes it): the positive gradients of exp(S) at each
+    position, weighted by g^2 / (2 g^2 + g^3 sum(A)) normalised over the positions."""
+    [slope] = tf.compat.v1.gradients(output, [layer])
+    if slope is None:
+        raise UsageError(f"Grad-CAM: y does not depend on the layer {layer.name}")
+    if plus:
+        score = tf.reduce_sum(tf.reshape(output, [tf.shape(layer)[0], -1]), axis=1)  # one per row of the layer
+        first = tf.reshape(tf.exp(score), [-1, 1, 1, 1]) * slope
+        second, third = first * slope, first * slope * slope
+        denominator = 2.0 * second + third * tf.reduce_sum(layer, axis=[1, 2], keepdims=True)
+        alphas = second / (denominator + tf.cast(tf.equal(second, 0.0), second.dtype))
+        total = tf.reduce_sum(alphas, axis=[1, 2], keepdims=True)
+        alphas = alphas / (total + tf.cast(tf.equal(total, 0.0), total.dtype))
+        weights = tf.reduce_sum(tf.nn.relu(first) * alphas, axis=[1, 2], keepdims=True)
+    else:
+        weights = tf.reduce_mean(slope, axis=[1, 2], keepdims=True)
+    cam = tf.nn.relu(tf.reduce_sum(weights * layer, axis=-1, keepdims=True))
+    return tf.image.resize(cam, tf.shape(layer)[1:3] if size is None else size, method="bilinear")

@@ -1,0 +1,472 @@
+"""The explainer: a model read, rewritten for one attribution method and imported
+once, whose :meth:`Explainer.explain` answers every call from the same session.
+
+It owns TensorFlow: the gradient ops of each kind of target (one class for every
+row, one per row, or y summed), the runs, their deadline. What a method makes of
+the gradients is :mod:`graphgrad.methods.algorithms`'; which method does what is
+:mod:`graphgrad.methods.registry`'s, and the explainer dispatches once on its kind.
+"""
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..edits.apply import rewrite_model
+from ..edits.rewrite import RewriteOptions
+from ..edits.select import OP, Rule
+from ..errors import GraphgradError, UsageError
+from ..files.reading import read_model
+from ..graph.functions import first_names
+from ..graph.model import Model
+from ..gradients.spec import parse_spec
+from ..methods import algorithms
+from ..methods.batching import Batching, in_batches
+from ..methods.options import (
+    ArgumentNames,
+    AttributeOptions,
+    AttributionReport,
+    Noise,
+    Refinement,
+    RowCheck,
+    as_noise,
+    checked_rows,
+    positive_seconds,
+    refuse_not_finite,
+)
+from ..methods.registry import (
+    GRADIENT_RULE,
+    PATH_INTEGRAL,
+    PERTURBATION,
+    REFERENCE_BASED,
+    Method,
+    parse_method,
+)
+from .coverage import PASS_THROUGH, op_types_run, products
+from .batches import adds_its_batch, batching_for
+from .cam import cam_layer, grad_cam, image_size
+from .check import summed_softmax, tensor_entry
+from .loading import given_feeds, prepare_run, refuse_unfed_pipelines, tensorflow_says, training_flags, unfed_inputs
+from .paths import ops_between
+from .runtime import tensorflow, tf1_control_flow
+
+BACKGROUND = ("deepshap", "expected_gradients")  # reference-based over a background set, not one baseline
+BESIDE_BASELINE = ("deeplift", "deepshap")  # each row runs beside its baseline in one batch
+UNSMOOTHED = BACKGROUND + ("occlusion", "scorecam")  # averages of their own, or no gradient: no --noise
+
+
+class Explainer:
+    """A model read, rewritten for one attribution method and imported once, whose
+    :meth:`explain` answers every call from the same session: the gradient ops are
+    built once for each kind of target (one class for all rows, one per row, or the
+    sum of y) and kept.
+
+    ``model``: a path or a :class:`~graphgrad.graph.model.Model`; ``method``: a
+    :class:`~graphgrad.methods.registry.Method` or its text (``"deeplift"``,
+    ``"integrated_gradients(steps=64)"``); ``options``: an
+    :class:`~graphgrad.methods.options.AttributeOptions`, or ``settings``, its other
+    fields by name (``x``, ``y``, ``target``, ``feeds``, ``layer``, ``noise``,
+    ``tolerance``, ...), whose ``target``, ``noise`` and ``timeout`` are each call's
+    defaults. ``names``: how errors name the arguments (the command passes its
+    options' names).
+
+    One explainer may be called from several threads: building a kind of target's
+    gradient ops, which changes the graph, is done by one thread at a time.
+    """
+
+    def __init__(self, model: Any, method: "Method | str", options: AttributeOptions | None = None,
+                 names: ArgumentNames = ArgumentNames(), **settings: Any):
+        method = parse_method(method, "method") if isinstance(method, str) else method
+        if options is None:
+            options = AttributeOptions(method, **{**settings, "noise": as_noise(settings.get("noise"))})
+        elif settings:
+            raise UsageError(f"give the options or {', '.join(settings)}, not both")
+        self.names, self.options = names, options
+        self.model = model if isinstance(model, Model) else read_model(model, options.kind)
+        self.path = self.model.path
+        _refuse_options_the_kind_does_not_take(method, options, names)
+        rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
+        patched, _ = rewrite_model(self.model, RewriteOptions(rules=rules, force=True, allow_missing=True))
+        self.run = run = prepare_run(patched, [options.x] if options.x else [], options.y, options.tags,
+                                     options.checkpoint, options.allow_effects, command="attribute",
+                                     feeds=options.feeds, fed_are_not_x=True)
+        if len(run.x_tensors) != 1:
+            raise UsageError(f"attribute differentiates with respect to one x; name it with {names.x} (found "
+                             f"{', '.join(run.xs)})")
+        self.x = run.x_tensors[0]
+        with run.graph.as_default():
+            self.feed = given_feeds(run.graph, options.feeds)
+        # guided Grad-CAM: Grad-CAM's map from the graph's own gradients, in an explainer of its own (noise, if
+        # any, smooths the guided gradient alone)
+        self._cam = (Explainer(self.model, parse_method("gradcam"), _without_noise(options, "gradcam"), names)
+                     if method.entry == "guided_gradcam" else None)
+        _refuse_unfed(run, self.x, self.feed, names)
+        self._cover(method, options)
+        self.tf = tensorflow()
+        self._built: dict = {}  # kind of target -> (output, what is differentiated, row targets, layer, flags)
+        self._resize: Any = None  # Score-CAM's resize of its maps to x: (placeholder, size, resized)
+        self._batchings: dict = {}  # bytes of a row -> its Batching
+        self._building = threading.Lock()  # graph changes (a target's ops), one thread at a time
+
+    def _cover(self, method: Method, options: AttributeOptions) -> None:
+        """The method's rules on the path, and the op types on it that no rule covers
+        (refused for the methods that need a rule at every nonlinearity)."""
+        run = self.run
+        given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
+        self.path_ops = ops_between([self.x], run.y_tensor)
+        self.one_example = adds_its_batch(self.x, self.path_ops)  # why x has no batch axis, or None
+        on_path = op_types_run(run, self.path_ops)
+        self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
+        self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH - set(method.kept))
+                          + products(self.path_ops, self.x, given) if method.rules else [])
+        if self.uncovered and method.complete and not options.allow_uncovered:
+            raise GraphgradError(
+                f"{self.path}: {method.name} has no rule for {', '.join(self.uncovered)} on the path from "
+                f"{run.xs[0]} to {run.y}, so its attributions would not mean what it says; to compute them anyway, "
+                "add --allow-uncovered"
+            )
+
+    def _ops_for(self, target: Any) -> tuple:
+        """The output, the gradient (Grad-CAM's map for ``gradcam``), the placeholder of
+        per-row targets (or None), the layer and the training flags left on, for
+        ``target``: built once per kind."""
+        by_row = target is not None and not isinstance(target, int)
+        key = "rows" if by_row else target
+        with self._building:
+            if key not in self._built:
+                self._built[key] = self._build(target, by_row)
+        return self._built[key]
+
+    def _build(self, target: Any, by_row: bool) -> tuple:
+        tf, run, method = self.tf, self.run, self.options.method
+        self._refuse_row_targets(target, by_row)
+        with run.graph.as_default(), tf1_control_flow(run.graph):
+            row_targets = tf.compat.v1.placeholder(tf.int32, [None], name="graphgrad_targets") if by_row else None
+            output = (tf.gather(run.y_tensor, row_targets, axis=1, batch_dims=1) if by_row
+                      else tensor_entry(run.y_tensor, target))
+            layer = None
+            if method.kind == PERTURBATION:
+                gradient = output  # no gradient: the output itself, run on occluded copies
+            elif method.entry == "scorecam":  # no gradient: the layer, and the score of masked copies of x
+                layer = cam_layer(run, self.x, self.path_ops, self.options.layer, self.names)
+                probabilities = tf.nn.softmax(run.y_tensor)
+                output = (tf.gather(probabilities, row_targets, axis=1, batch_dims=1) if by_row
+                          else tensor_entry(probabilities, target))
+                size = image_size(tf, self.x, self.one_example)
+                gradient = (layer, tf.image.resize(layer, tf.shape(self.x)[1:3] if size is None else size,
+                                                   method="bilinear"))
+            elif method.entry in ("gradcam", "gradcam_pp"):
+                layer = cam_layer(run, self.x, self.path_ops, self.options.layer, self.names)
+                gradient = grad_cam(tf, output, layer, image_size(tf, self.x, self.one_example),
+                                    method.entry == "gradcam_pp")
+            else:
+                [gradient] = tf.compat.v1.gradients(output, [self.x])
+        if gradient is None:
+            raise GraphgradError(
+                f"{self.path}: {run.y} does not depend on {run.xs[0]} through floats: no attribution; "
+                f"graphgrad check {self.path} --x {run.xs[0]} --y {run.y} says why")
+        flags = training_flags(run.session, run.graph, unfed_inputs([output], self.feed)[1])
+        return output, gradient, row_targets, layer, flags
+
+    def _refuse_row_targets(self, target: Any, by_row: bool) -> None:
+        if not by_row:
+            return
+        run = self.run
+        given = f"{self.names.target} {'predicted' if isinstance(target, str) else '(a class per row)'}"
+        if self.one_example:
+            raise UsageError(f"{given} chooses one class per example, and {self.one_example}, so y's rows are not "
+                             f"examples; give {self.names.target} INDEX")
+        if run.y_tensor.shape.rank != 2:
+            raise UsageError(f"{given} chooses one class per row of y of shape [rows, classes]; {run.y} has shape "
+                             f"{run.y_tensor.shape.as_list() if run.y_tensor.shape.rank is not None else 'unknown'}")
+
+    def _resized(self, maps: Any, size: tuple) -> Any:
+        """``maps`` (N, h, w, 1) resized bilinearly to ``size``, as Grad-CAM's are."""
+        tf, run = self.tf, self.run
+        if self._resize is None:
+            with run.graph.as_default():
+                given = tf.compat.v1.placeholder(tf.float32, [None, None, None, 1])
+                to = tf.compat.v1.placeholder(tf.int32, [2])
+                self._resize = given, to, tf.image.resize(given, to, method="bilinear")
+        given, to, resized = self._resize
+        return run.session.run(resized, {given: maps, to: list(size)}).astype(maps.dtype)
+
+    def explain(self, inputs: Any, target: Any = None, baseline: Any = None, noise: "Noise | tuple | None" = None,
+                timeout: float | None = None) -> tuple[Any, AttributionReport]:
+        """Attributions of ``y[..., target]`` (``target``: an index; one per row, as an
+        array or ``"predicted"``; None: the default given) to x for every row of
+        ``inputs``, against ``baseline`` (x's shape, or one row; None: zeros) for the
+        methods that take one, smoothed by ``noise`` if given (a :class:`Noise`, or
+        ``(samples, sigma)``), its runs stopped after ``timeout`` seconds (None: the
+        default given). Returns ``(attributions, report)``."""
+        options, method = self.options, self.options.method
+        target = options.target if target is None else target
+        noise = options.noise if noise is None else as_noise(noise)
+        timeout = options.timeout if timeout is None else positive_seconds(timeout)
+        _refuse_noise(method, noise, options)
+        report = AttributionReport(self.path, method.name, self.run.xs[0], self.run.y,
+                                   target if isinstance(target, int) else None, rules=dict(self.rules),
+                                   uncovered=list(self.uncovered), notes=self.run.moved_notes(),
+                                   feeds={tensor.name: "given" for tensor in self.feed})
+        inputs, single = self._rows(inputs, target, report.x)
+        base, background = self._references(baseline, inputs)
+        batching = self._batching(inputs, report)
+        runs = self._runs(target, inputs, batching, timeout, report)
+        attributions = self._attributions(inputs, base, background, noise, batching, runs, report)
+        if self._cam is not None:  # times Grad-CAM's map (N, H, W, 1), over x's channels
+            cam, cam_report = self._cam.explain(inputs, target, timeout=timeout)
+            attributions = attributions * cam
+            report.layer = cam_report.layer
+        if method.kind in (PATH_INTEGRAL, REFERENCE_BASED) and noise is None and report.refinement is None:
+            sums, differences = algorithms.row_sums(attributions), self._differences(inputs, base, background,
+                                                                                      batching, runs)
+            report.completeness = [RowCheck(row, float(s), float(d)) for row, (s, d) in enumerate(zip(sums,
+                                                                                                      differences))]
+        attributions = attributions[0] if single else attributions
+        report.shape = tuple(attributions.shape)
+        return attributions, report
+
+    def _rows(self, inputs: Any, target: Any, x_name: str) -> tuple[Any, bool]:
+        """The rows as an array of x's dtype (an x without a batch axis: one example
+        of x's shape is made a batch of one, and ``single`` says so), checked."""
+        names = self.names
+        inputs = checked_rows(inputs, self.x.dtype.as_numpy_dtype, names.inputs)
+        single = bool(self.one_example) and inputs.ndim == self.x.shape.rank
+        if single:
+            inputs = inputs[None]
+        if not self.x.shape.is_compatible_with(inputs.shape[1:] if self.one_example else inputs.shape):
+            wanted = self.x.shape.as_list() if self.x.shape.rank is not None else "any shape"
+            several = (f"; {self.one_example}: give one example of that shape, or several stacked on a first axis"
+                       if self.one_example else "")
+            raise UsageError(f"{names.inputs} has shape {list(inputs.shape)}, and {x_name} takes {wanted} (None: "
+                             f"any size){several}")
+        if not len(inputs):
+            raise UsageError(f"{names.inputs} has no rows (shape {list(inputs.shape)}): give at least one")
+        if target is None:  # after the shapes: a misshapen input is said as such, not as this
+            softmax = summed_softmax(self.run.y_tensor)
+            if softmax is not None:
+                raise UsageError(softmax.describe().replace("\n ", ";"))
+        return inputs, single
+
+    def _references(self, baseline: Any, inputs: Any) -> tuple[Any, Any]:
+        """The baseline of each row (zeros where none is given) and, for the methods
+        over a background set, that set (else None)."""
+        import numpy as np
+
+        names = self.names
+        if self.options.method.entry in BACKGROUND:
+            return np.zeros_like(inputs), algorithms.background_set(baseline, inputs, names.baseline)
+        try:
+            base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
+                np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
+        except ValueError:
+            raise UsageError(f"{names.baseline} has shape {list(np.shape(baseline))}: give one of the input's shape "
+                             f"{list(inputs.shape)}, or of one row") from None
+        refuse_not_finite(base, names.baseline)
+        return base, None
+
+    def _batching(self, inputs: Any, report: AttributionReport) -> Batching:
+        """The rows a run takes, from the graph (kept per size of a row); refused for
+        DeepLIFT where a row cannot run beside its baseline."""
+        row_bytes = inputs[:1].nbytes
+        if row_bytes not in self._batchings:
+            self._batchings[row_bytes] = (Batching(1, True, self.one_example) if self.one_example
+                                          else batching_for(self.x, self.path_ops, row_bytes))
+        batching = self._batchings[row_bytes]
+        report.batch = batching.rows if batching.fixed and not self.one_example else None
+        beside = self.options.method.entry in BESIDE_BASELINE
+        if self.one_example:
+            report.notes.append(f"{self.one_example}: each example runs alone")
+            if beside:
+                raise GraphgradError(f"{self.path}: deeplift runs each example beside its baseline in one batch, and "
+                                     f"{self.one_example}; use integrated_gradients")
+        if beside and batching.fixed and batching.rows % 2:
+            raise GraphgradError(
+                f"{self.path}: deeplift runs each row beside its baseline in one batch, and the graph takes batches "
+                f"of exactly {batching.rows} rows ({batching.why}), an odd number; use integrated_gradients, or a "
+                "graph whose batch is free"
+            )
+        return batching
+
+    def _runs(self, target: Any, inputs: Any, batching: Batching, timeout: float,
+              report: AttributionReport) -> "Runs":
+        """The graph's runs for this call: its ops for ``target``, its deadline, each
+        row's class where there is one per row."""
+        output, gradient, row_targets, layer, flags = self._ops_for(target)
+        report.layer = layer.name if layer is not None else ""
+        report.training_flags = list(flags)
+        runs = Runs(self, output, gradient, row_targets, time.monotonic() + timeout, timeout)
+        if row_targets is not None:
+            runs.targets = _row_targets(target, inputs, batching, lambda value, _: runs.evaluate(
+                self.run.y_tensor, value), self.run.y_tensor.shape[-1], self.names)
+            report.targets = runs.targets.tolist()
+        return runs
+
+    def _attributions(self, inputs: Any, base: Any, background: Any, noise: Noise | None, batching: Batching,
+                      runs: "Runs", report: AttributionReport) -> Any:
+        """The method's attributions, by its kind (smoothed where ``noise`` is given)."""
+        import numpy as np
+
+        method, options = self.options.method, self.options
+        if method.kind == PATH_INTEGRAL and options.tolerance is not None:
+            return self._refined(inputs, base, batching, runs, report)
+        if background is not None:
+            sampling = dict(method.values)
+            return algorithms.over_background(method.entry == "deepshap", sampling.get("samples", 0),
+                                              sampling.get("seed", 0), inputs, background, batching, runs.gradient_at)
+        if method.kind == PERTURBATION:
+            return algorithms.occluded(inputs, method.value("window"), method.value("stride"), method.value("value"),
+                                       batching, runs.output_at)
+        if method.entry == "scorecam":
+            layer_values, upsampled = (in_batches(lambda value, origins, at=at: runs.evaluate(
+                runs.gradient[at], value, origins), inputs, batching) for at in (0, 1))
+            cams = algorithms.score_cam(inputs, layer_values, upsampled, batching, runs.output_at)
+            return self._resized(cams, inputs.shape[1:3])
+        compute = self._by_kind(batching, runs)
+        if noise is None:
+            return compute(inputs, base, np.arange(len(inputs)))
+        report.noise = noise.describe()
+        return algorithms.smoothed(compute, inputs, base, noise)
+
+    def _by_kind(self, batching: Batching, runs: "Runs") -> Callable:
+        """``compute(rows, bases, origin)``: the attributions of the method's kind."""
+        method = self.options.method
+        if method.kind == PATH_INTEGRAL:
+            return lambda rows, bases, origin: algorithms.midpoint_integral(
+                rows, bases, method.value("steps"), batching, runs.gradient_at, origin)
+        if method.kind == REFERENCE_BASED:  # deeplift: the other two are over a background set
+            return lambda rows, bases, origin: algorithms.deeplift(rows, bases, batching, runs.gradient_at, origin)
+        times_input = method.times_input and method.kind == GRADIENT_RULE
+        return lambda rows, bases, origin: algorithms.gradient_rule(rows, batching, runs.gradient_at, origin,
+                                                                    times_input)
+
+    def _refined(self, inputs: Any, base: Any, batching: Batching, runs: "Runs", report: AttributionReport) -> Any:
+        """Integrated gradients with each row's steps doubled to the tolerance."""
+        options, tolerance = self.options, self.options.tolerance
+        assert tolerance is not None, "refined only to a tolerance"
+        differences = self._differences(inputs, base, None, batching, runs)
+        refined = algorithms.refined_integral(inputs, base, differences, options.method.value("steps"), tolerance,
+                                              options.max_steps, batching, runs.gradient_at, _origins(inputs))
+        sums = algorithms.row_sums(refined.attributions)
+        report.completeness = [RowCheck(row, float(s), float(d), int(n)) for row, (s, d, n) in enumerate(
+            zip(sums, differences, refined.steps))]
+        report.refinement = Refinement(tolerance, options.max_steps, refined.met, refined.evaluations)
+        return refined.attributions
+
+    def _differences(self, inputs: Any, base: Any, background: Any, batching: Batching, runs: "Runs") -> Any:
+        """f(x) - f(baseline) for each row: against the background's mean output, each
+        row with its target, for the methods over a background set."""
+        import numpy as np
+
+        if background is not None:
+            origin = np.repeat(np.arange(len(inputs)), len(background))
+            repeated = np.tile(background, (len(inputs),) + (1,) * (inputs.ndim - 1))
+            reference = in_batches(runs.output_at, repeated, batching, origin).reshape(len(inputs), -1).mean(axis=1)
+        else:
+            reference = in_batches(runs.output_at, base, batching)
+        return in_batches(runs.output_at, inputs, batching) - reference
+
+
+@dataclass
+class Runs:
+    """One call's runs of the graph: the fetches, each point's target, the deadline."""
+
+    explainer: Explainer
+    output: Any
+    gradient: Any
+    row_targets: Any
+    deadline: float
+    timeout: float
+    targets: Any = None
+
+    def evaluate(self, fetch: Any, value: Any, origins: Any = None) -> Any:
+        explainer = self.explainer
+        tf, run = explainer.tf, explainer.run
+        remaining = self.deadline - time.monotonic()
+        options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000)))
+        fed = {**explainer.feed, explainer.x: value[0] if explainer.one_example else value}
+        if self.targets is not None and origins is not None:
+            fed[self.row_targets] = self.targets[origins]
+        try:
+            if remaining <= 0:
+                raise tf.errors.DeadlineExceededError(None, None, "")
+            return run.session.run(fetch, fed, options=options)
+        except tf.errors.DeadlineExceededError:
+            raise GraphgradError(f"{explainer.path}: the runs took over {self.timeout:g} s and were stopped; give "
+                                 "them longer with --timeout SECONDS") from None
+        except (ValueError, tf.errors.OpError) as error:
+            raise GraphgradError(f"{explainer.path}: TensorFlow says: {tensorflow_says(error)}") from None
+
+    def gradient_at(self, value: Any, origins: Any) -> Any:
+        found = self.evaluate(self.gradient, value, origins)
+        # dy/dx of an example has x's shape; a class activation map has its layer's batch of one
+        cam = self.explainer.options.method.entry in ("gradcam", "gradcam_pp")
+        return found[None] if self.explainer.one_example and not cam else found
+
+    def output_at(self, value: Any, origins: Any) -> Any:
+        import numpy as np
+
+        values = np.asarray(self.evaluate(self.output, value, origins), dtype=np.float64)
+        return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
+
+
+def _origins(inputs: Any) -> Any:
+    import numpy as np
+
+    return np.arange(len(inputs))
+
+
+def _without_noise(options: AttributeOptions, method: str) -> AttributeOptions:
+    from dataclasses import replace
+
+    return replace(options, method=parse_method(method), noise=None)
+
+
+def _refuse_options_the_kind_does_not_take(method: Method, options: AttributeOptions, names: ArgumentNames) -> None:
+    if options.tolerance is not None and method.kind != PATH_INTEGRAL:
+        raise UsageError(f"{names.tolerance} refines a path integral's steps; {method.entry} is {method.kind} and "
+                         "takes none (integrated_gradients does)")
+
+
+def _refuse_noise(method: Method, noise: Noise | None, options: AttributeOptions) -> None:
+    if noise is None:
+        return
+    if method.entry in UNSMOOTHED:
+        why = "it averages over its background set already" if method.entry in BACKGROUND else "it takes no gradient"
+        raise UsageError(f"noise: {method.entry} is not smoothed ({why}); drop the noise, or use a method such as "
+                         "gradient or integrated_gradients")
+    if options.tolerance is not None:
+        raise UsageError("noise and a tolerance: each noisy sample has its own f(x), so there is no one gap to "
+                         "refine to; give one or the other")
+
+
+def _row_targets(target: Any, inputs: Any, batching: Batching, y_at: Callable, classes: int | None,
+                 names: ArgumentNames) -> Any:
+    """One class index per row: ``target`` as given (an array), or, for
+    ``"predicted"``, the class y scores highest for each row."""
+    import numpy as np
+
+    if isinstance(target, str):
+        return np.asarray(in_batches(y_at, inputs, batching)).argmax(axis=-1).astype(np.int32)
+    targets = np.asarray(target)
+    if targets.shape != (len(inputs),):
+        raise UsageError(f"{names.target} holds shape {list(targets.shape)}: give one class index per row of "
+                         f"{names.inputs} ({len(inputs)})")
+    if classes is not None and (targets.min() < 0 or targets.max() >= classes):
+        raise UsageError(f"{names.target} holds indices {int(targets.min())} to {int(targets.max())}; y has "
+                         f"{classes} classes (0 to {classes - 1})")
+    return targets.astype(np.int32)
+
+
+def _refuse_unfed(run, x_tensor, feed: dict, names: ArgumentNames) -> None:
+    """Refuse, before anything runs, a y that reads placeholders nobody feeds, or
+    an input pipeline (a queue or an iterator that nothing fills here)."""
+    refuse_unfed_pipelines([run.y_tensor], {**feed, x_tensor: None})
+    placeholders, _ = unfed_inputs([run.y_tensor], {**feed, x_tensor: None})
+    if placeholders:
+        raise UsageError(
+            f"{run.y} also reads {first_names(placeholders)}, which {names.inputs} does not feed; give each a value "
+            f"with {names.feed.format(name='NAME', value='VALUE')} (a number, a JSON list or a .npy file), e.g. "
+            f"{names.feed.format(name=placeholders[0], value=0)}"
+        )
