@@ -2,6 +2,7 @@
 one line naming what the caller gave (the command's option, or the Python
 argument), never a traceback; one explainer serves many threads (needs TensorFlow)."""
 
+import json
 import threading
 
 import numpy as np
@@ -120,3 +121,38 @@ def test_a_heat_map_is_written_in_the_format_its_name_asks_for(tmp_path):
     result = run_cli(*common, "--image", tmp_path / "map.gif", expect=2)
     assert "--image" in result.stderr and "graphgrad writes .png or .jpg there" in result.stderr
     assert not (tmp_path / "map.gif").exists()
+
+
+def test_a_tolerance_refines_integrated_gradients_until_every_rows_gap_is_under_it(tmp_path):
+    source = _saved(tmp_path, "rows.npy", np.random.default_rng(5).normal(size=(3, 5)).astype(np.float32))
+    common = ["attribute", fixture("erf_net.pb"), "--input", source, "-o", tmp_path / "o.npy", "--json"]
+    plain = json.loads(run_cli(*common, "--method", "integrated_gradients(steps=2)").stdout)
+    assert max(row["gap"] for row in plain["completeness"]) > 1e-3  # two midpoint steps: off
+    refined = json.loads(run_cli(*common, "--method", "integrated_gradients(steps=2)", "--tolerance", "0.001").stdout)
+    gaps = [row["gap"] for row in refined["completeness"]]
+    assert refined["refinement"]["met"] and max(gaps) <= 1e-3
+    steps = [row["steps"] for row in refined["completeness"]]
+    assert all(n >= 4 and n & (n - 1) == 0 for n in steps)  # doubled from 2
+    assert refined["refinement"]["evaluations"] == sum(n + 1 for n in steps)
+    attributions = np.load(tmp_path / "o.npy")
+    for row, check in zip(attributions, refined["completeness"]):
+        assert abs(row.sum() - check["attribution_sum"]) < 1e-5
+    budget = json.loads(run_cli(*common, "--method", "integrated_gradients(steps=2)", "--tolerance", "1e-9",
+                                "--max-steps", "8").stdout)
+    assert not budget["refinement"]["met"] and {row["steps"] for row in budget["completeness"]} == {8}
+    text = run_cli(*common[:-1], "--method", "integrated_gradients(steps=2)", "--tolerance", "1e-9",
+                   "--max-steps", "8").stdout
+    assert "some rows stopped at --max-steps 8 with a gap over 0.00%" in text and "gradient evaluations" in text
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--method", "gradient", "--target", "0", "--tolerance", "0.01"],
+     "--tolerance refines a path integral's steps; gradient is gradient-rule"),
+    (["--method", "integrated_gradients", "--target", "0", "--tolerance", "0.01", "--noise", "5,0.1"],
+     "noise and a tolerance"),
+    (["--method", "occlusion", "--target", "0", "--noise", "5,0.1"], "noise: occlusion is not smoothed"),
+])
+def test_options_a_method_does_not_take_are_refused(tmp_path, extra, words):
+    result = run_cli("attribute", fixture("classifier.pb"), "--input", fixture("classifier_rows.npy"), "--y", "logits",
+                     "-o", tmp_path / "o.npy", *extra, expect=2)
+    assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -108,7 +108,7 @@ def refined_integral(inputs: Any, base: Any, differences: Any, steps: int, toler
             alphas = (np.arange(current) + 0.5) / current
             sums[group] += summed_gradients(inputs, base, group, alphas, batching, gradient_at, origin)
             counts[group] *= 2
-            evaluations += len(group) * current
+            evaluations += int(len(group) * current)
         gap = gaps()
     attributions = (sums / counts.reshape((-1,) + (1,) * (inputs.ndim - 1)) * delta).astype(inputs.dtype)
     return Refined(attributions, counts, gap, evaluations, bool((gap <= tolerance).all()))

@@ -1,0 +1,122 @@
+"""The attribution methods without TensorFlow: the registry drives the command's help,
+the docs' table and the errors; the NumPy algorithms against closed forms; the
+attribution code stays in small functions."""
+
+import ast
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import ROOT
+
+from graphgrad.cli import main
+from graphgrad.errors import UsageError
+from graphgrad.methods import algorithms
+from graphgrad.methods.batching import Batching
+from graphgrad.methods.registry import CATALOGUE, ENTRIES, KINDS, REGISTRY, parse_method
+
+ATTRIBUTION_CODE = ["graphgrad/methods", "graphgrad/tf/attribute.py", "graphgrad/tf/explainer.py",
+                    "graphgrad/tf/cam.py", "graphgrad/tf/coverage.py", "graphgrad/cli/attribute.py"]
+
+
+def test_the_registry_and_the_algorithms_import_without_tensorflow():
+    code = ("import sys, graphgrad.methods.registry, graphgrad.methods.algorithms, graphgrad.methods.options, "
+            "graphgrad.cli.attribute; assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_every_method_has_a_kind_and_parses_from_its_own_signature():
+    assert {entry.kind for entry in ENTRIES} == set(KINDS)
+    for entry in ENTRIES:
+        method = parse_method(entry.signature())
+        assert (method.entry, method.kind) == (entry.name, entry.kind)
+        assert parse_method(method.name) == method  # the report's name spells the method again
+
+
+def test_attribute_help_lists_every_method_as_the_registry_does():
+    shown = " ".join(CliRunner().invoke(main, ["attribute", "--help"], terminal_width=200).output.split())
+    for line in CATALOGUE.help_lines():
+        assert " ".join(line.split()) in shown
+
+
+def test_the_docs_table_of_methods_is_the_registrys():
+    docs = " ".join(open(os.path.join(ROOT, "docs", "commands.md")).read().split())
+    rows = " ".join(f"| `{entry.signature()}` | {entry.kind} | {entry.summary} |" for entry in ENTRIES)
+    assert "| method | kind | computes | |---|---|---| " + rows in docs
+
+
+@pytest.mark.parametrize("text, words", [
+    ("smoothgrad", "not a method: SmoothGrad is --noise N,SIGMA"),
+    ("saliency", "no such method; did you mean gradient?"),
+    ("integrated_gradient", "did you mean integrated_gradients?"),
+    ("integrated_gradients(step=5)", "no parameter step (it takes steps)"),
+    ("integrated_gradients(steps=2.5)", "steps must be a whole number"),
+    ("occlusion(window=0)", "window must be at least 1"),
+    ("deeplift(3)", "name its parameters"),
+])
+def test_a_wrong_method_says_what_to_give(text, words):
+    with pytest.raises(UsageError) as raised:
+        parse_method(text)
+    assert words in str(raised.value)
+    if "no such method" in words:
+        assert ", ".join(REGISTRY) in str(raised.value)
+
+
+def _cubic(rows, weights):
+    """f(x) = sum(w x^3) per row, its gradient, as the graph would give them."""
+    return (lambda points, origins: 3 * weights * points ** 2,
+            lambda points, origins: (weights * points ** 3).reshape(len(points), -1).sum(axis=1))
+
+
+def test_the_midpoint_rule_integrates_a_polynomial_to_its_rule_error():
+    rows, base = np.array([[1.0, -2.0], [0.5, 3.0]]), np.zeros((2, 2))
+    gradient_at, output_at = _cubic(rows, np.array([1.0, 0.5]))
+    attributions = algorithms.midpoint_integral(rows, base, 100, Batching(7, False), gradient_at, np.arange(2))
+    exact = output_at(rows, None) - output_at(base, None)
+    np.testing.assert_allclose(attributions.sum(axis=1), exact, rtol=1e-4)
+
+
+def test_refining_doubles_steps_until_each_rows_gap_is_under_the_tolerance_keeping_every_point():
+    rows, base = np.array([[1.0, -2.0], [0.1, 0.1]]), np.zeros((2, 2))
+    calls = []
+    gradient, output_at = _cubic(rows, np.array([1.0, 0.5]))
+
+    def gradient_at(points, origins):
+        calls.append(len(points))
+        return gradient(points, origins)
+
+    differences = output_at(rows, None) - output_at(base, None)
+    refined = algorithms.refined_integral(rows, base, differences, 2, 1e-3, 1024, Batching(64, False), gradient_at,
+                                          np.arange(2))
+    sums = refined.attributions.sum(axis=1)
+    assert refined.met and (np.abs(sums - differences) / np.abs(differences) <= 1e-3).all()
+    # on f = sum(w x^3) the trapezoid rule's gap is 1/(2 n^2) of the difference: 1e-3 needs n = 32 (from 2)
+    assert refined.steps.tolist() == [32, 32]
+    assert refined.evaluations == sum(calls) == 2 * (32 + 1)  # n + 1 gradients a row: no point computed twice
+
+
+def test_refining_stops_at_the_step_budget_and_says_so():
+    rows, base = np.array([[1.0, -2.0]]), np.zeros((1, 2))
+    gradient_at, output_at = _cubic(rows, np.array([1.0, 0.5]))
+    differences = output_at(rows, None) - output_at(base, None)
+    refined = algorithms.refined_integral(rows, base, differences, 2, 1e-9, 32, Batching(64, False), gradient_at,
+                                          np.arange(1))
+    assert not refined.met and refined.steps.tolist() == [32] and refined.gaps[0] > 1e-9
+
+
+def test_no_function_of_the_attribution_code_is_over_sixty_lines():
+    long = []
+    for place in ATTRIBUTION_CODE:
+        path = os.path.join(ROOT, place)
+        files = [os.path.join(path, name) for name in os.listdir(path)] if os.path.isdir(path) else [path]
+        for file in (f for f in files if f.endswith(".py")):
+            tree = ast.parse(open(file).read())
+            long += [f"{os.path.relpath(file, ROOT)}:{node.name} ({node.end_lineno - node.lineno + 1})"
+                     for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and node.end_lineno - node.lineno + 1 > 60]
+    assert not long
+    assert len(open(os.path.join(ROOT, "graphgrad/tf/attribute.py")).read().splitlines()) < 350
