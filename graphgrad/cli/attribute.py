@@ -42,8 +42,8 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
 @click.option("-o", "--output", "out", required=True, metavar="OUT.npy", type=click.Path(),
               help="Write the attributions there, an array of x's shape.")
 @click.option("--image", metavar="OUT.png|OUT.jpg", type=click.Path(),
-              help="Also draw the attributions of image inputs (N, H, W, C) as a heat map: red positive, blue "
-              "negative; several rows make a grid (needs Pillow).")
+              help="Also draw the attributions of image inputs (N, H, W, C): for each row the input, the map (red "
+              "positive, blue negative), the map over the input, and a colour bar with its scale (needs Pillow).")
 @click.option("--allow-uncovered", is_flag=True,
               help="Compute eps_lrp or deeplift even where an op type on the path has no rule (named either way).")
 @click.option("--noise", metavar="N,SIGMA",
@@ -106,7 +106,7 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
                                          what=f"attribute of {model}")
     picture = None
     if image:  # drawn before anything is written: a refusal leaves no output
-        picture = heatmap_image(attributions, image_format(image))
+        picture = heatmap_image(attributions, image_format(image), inputs)
     _save_array(out, attributions)
     if picture is not None:
         write_chunks(image, [picture])

@@ -1,17 +1,28 @@
-"""Heat maps of image attributions, as PNG or JPEG (Pillow, imported when called)."""
+"""Pictures of image attributions, as PNG or JPEG (Pillow, imported when called).
+
+One line of panels per row of the input: the input itself, the attribution map
+(the attributions summed over the channels: red positive, blue negative, white at
+zero, on a scale symmetric about zero), the map laid over the input (its
+strength as opacity, so the input shows where the map is near zero), and the
+colour bar with the row's scale. Each row has a scale of its own, written on its bar.
+"""
 
 import os
 from typing import Any
 
 from ..errors import UsageError
 
-MIN_SIDE = 128  # pixels: a small image's map is enlarged (nearest neighbour) to about this
-PAD = 2  # pixels between the maps of several rows
+MIN_SIDE = 128  # pixels: a small image's panels are enlarged (nearest neighbour) to about this
+PAD = 6  # pixels between panels and between rows
+BAR_WIDTH = 14  # the colour bar's strip
+LABEL_WIDTH = 64  # room for the bar's numbers
+TITLE_HEIGHT = 14  # the panels' titles above the first row
 IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}  # a file's ending -> what is written there
+TITLES = ("input", "attributions", "overlay")
 
 
 def image_format(path: str) -> str:
-    """The format a heat map is written in at ``path``, by its ending; refused
+    """The format a picture is written in at ``path``, by its ending; refused
     (before any work) unless graphgrad writes that format."""
     ending = os.path.splitext(path)[1].lower()
     if ending not in IMAGE_FORMATS:
@@ -19,38 +30,90 @@ def image_format(path: str) -> str:
     return IMAGE_FORMATS[ending]
 
 
-def heatmap_image(attributions: Any, image_format: str = "PNG") -> bytes:
-    """An image (PNG or JPEG) of image-shaped attributions (N, H, W, C): each row's
-    sum over its channels, red where it is positive, blue where negative, white at
-    zero, on one symmetric scale per row; several rows make a grid."""
+def heatmap_image(attributions: Any, image_format: str = "PNG", inputs: Any = None) -> bytes:
+    """The picture of image-shaped attributions (N, H, W, C) described above; without
+    ``inputs`` (or where they are not images of the attributions' height and width),
+    the map and its colour bar alone."""
+    import io
+
     import numpy as np
 
     try:
-        from PIL import Image
+        from PIL import Image, ImageDraw
     except ImportError:
         raise UsageError("--image needs Pillow: pip install 'graphgrad[image]' (or pip install pillow)") from None
     values = np.asarray(attributions, dtype=np.float64)
     if values.ndim != 4:
         raise UsageError(f"--image draws attributions of images, shaped (N, H, W, C); these are {list(values.shape)}")
     maps = values.sum(axis=3)
+    shown = _as_images(inputs, maps.shape)
     count, height, width = maps.shape
     scale = max(1, MIN_SIDE // max(height, width))
-    columns = int(np.ceil(np.sqrt(count)))
-    rows = int(np.ceil(count / columns))
-    cell_h, cell_w = height * scale, width * scale
-    canvas = np.full((rows * (cell_h + PAD) - PAD, columns * (cell_w + PAD) - PAD, 3), 255, np.uint8)
+    side_h, side_w = height * scale, width * scale
+    panels = 3 if shown is not None else 1
+    canvas = Image.new("RGB", (panels * (side_w + PAD) + BAR_WIDTH + LABEL_WIDTH,
+                               TITLE_HEIGHT + count * (side_h + PAD)), "white")
+    draw = ImageDraw.Draw(canvas)
+    for column, title in enumerate(TITLES if shown is not None else TITLES[1:2]):
+        draw.text((column * (side_w + PAD), 0), title, fill="black")
     for index, heat in enumerate(maps):
-        peak = np.abs(heat).max()
+        top = TITLE_HEIGHT + index * (side_h + PAD)
+        peak = float(np.abs(heat).max())
         level = heat / peak if peak > 0 else heat
-        red = np.where(level < 0, 1 + level, 1.0)  # white to blue below zero
-        blue = np.where(level > 0, 1 - level, 1.0)  # white to red above
-        green = 1 - np.abs(level)
-        image = (np.stack([red, green, blue], axis=-1) * 255).round().astype(np.uint8)
-        image = image.repeat(scale, axis=0).repeat(scale, axis=1)
-        top, left = (index // columns) * (cell_h + PAD), (index % columns) * (cell_w + PAD)
-        canvas[top:top + cell_h, left:left + cell_w] = image
-    import io
-
+        coloured = _diverging(level)
+        row = [coloured] if shown is None else [shown[index], coloured, _overlay(shown[index], coloured, level)]
+        for column, panel in enumerate(row):
+            enlarged = (panel * 255).round().astype(np.uint8).repeat(scale, axis=0).repeat(scale, axis=1)
+            canvas.paste(Image.fromarray(enlarged, "RGB"), (column * (side_w + PAD), top))
+        _colour_bar(canvas, draw, panels * (side_w + PAD), top, side_h, peak)
     stream = io.BytesIO()
-    Image.fromarray(canvas, "RGB").save(stream, format=image_format)
+    canvas.save(stream, format=image_format)
     return stream.getvalue()
+
+
+def _as_images(inputs: Any, shape: tuple) -> Any:
+    """The inputs as RGB images in [0, 1], each scaled by its own range (grey for one
+    channel), or None where they are not images of the maps' shape."""
+    import numpy as np
+
+    if inputs is None:
+        return None
+    rows = np.asarray(inputs, dtype=np.float64)
+    if rows.ndim != 4 or rows.shape[:3] != shape or rows.shape[3] not in (1, 3):
+        return None
+    low = rows.min(axis=(1, 2, 3), keepdims=True)
+    high = rows.max(axis=(1, 2, 3), keepdims=True)
+    scaled = (rows - low) / np.where(high > low, high - low, 1.0)
+    return np.repeat(scaled, 3, axis=3) if rows.shape[3] == 1 else scaled
+
+
+def _diverging(level: Any) -> Any:
+    """Levels in [-1, 1] as RGB in [0, 1]: blue at -1, white at 0, red at 1."""
+    import numpy as np
+
+    red = np.where(level < 0, 1 + level, 1.0)
+    blue = np.where(level > 0, 1 - level, 1.0)
+    green = 1 - np.abs(level)
+    return np.stack([red, green, blue], axis=-1)
+
+
+def _overlay(image: Any, coloured: Any, level: Any) -> Any:
+    """The map over the input in grey: opaque where the map is strongest."""
+    import numpy as np
+
+    grey = np.repeat(image.mean(axis=-1, keepdims=True), 3, axis=-1)
+    alpha = np.abs(level)[..., None]
+    return grey * (1 - alpha) + coloured * alpha
+
+
+def _colour_bar(canvas: Any, draw: Any, left: int, top: int, height: int, peak: float) -> None:
+    """A vertical bar from +peak (red, top) through 0 (white) to -peak (blue), with its numbers."""
+    import numpy as np
+    from PIL import Image
+
+    levels = np.linspace(1, -1, height)[:, None] * np.ones((1, BAR_WIDTH))
+    bar = (_diverging(levels) * 255).round().astype(np.uint8)
+    canvas.paste(Image.fromarray(bar, "RGB"), (left, top))
+    draw.rectangle([left, top, left + BAR_WIDTH - 1, top + height - 1], outline="black")
+    for text, y in ((f"{peak:+.2g}", top), ("0", top + height // 2 - 5), (f"{-peak:+.2g}", top + height - 11)):
+        draw.text((left + BAR_WIDTH + 3, y), text, fill="black")
