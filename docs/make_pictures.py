@@ -4,7 +4,9 @@ Chromium (Debian's chromium). Run from the repository root:
     python docs/make_pictures.py
 
 It writes docs/gradient-path.png: `graphgrad show` of the bundled binarized net,
-whose Signs stop the gradient, after `rewrite --op Sign=ste` on its input's Sign.
+whose Signs stop the gradient, after `rewrite --op Sign=ste` on its input's Sign;
+and docs/digits-attribution.png: `graphgrad attribute --image` of integrated
+gradients on the bundled digits CNN (the README's attribution example, as written).
 """
 
 import os
@@ -36,6 +38,11 @@ def main() -> None:
                         f"--screenshot={os.path.join(HERE, 'gradient-path.png')}", f"file://{page}"],
                        check=True, capture_output=True)
     print("wrote", os.path.join(HERE, "gradient-path.png"))
+    with tempfile.TemporaryDirectory() as work:
+        graphgrad("attribute", "fixtures/digits_cnn.pb", "--method", "integrated_gradients", "--y", "logits",
+                  "--target", "predicted", "--input", "fixtures/digits_rows.npy", "-o",
+                  os.path.join(work, "digits.npy"), "--image", os.path.join(HERE, "digits-attribution.png"))
+    print("wrote", os.path.join(HERE, "digits-attribution.png"))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures")
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 REALGRAPHS = os.path.normpath(os.path.join(ROOT, "..", "shared", "realgraphs"))
+sys.path.insert(0, FIXTURES)  # fixtures/digits_data.py: the data the fixture script and the tests share
 
 
 def fixture(*parts):

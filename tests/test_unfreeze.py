@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import REALGRAPHS, dead_pid, fixture, run_cli
+from digits_data import digits_npz
 from tf_helpers import tf, v1
 
 from graphgrad import iter_nodes, read_model
@@ -176,26 +177,10 @@ def test_gradient_reversal_moves_the_features_up_the_heads_loss_and_the_head_dow
 def digits(tmp_path_factory):
     """scikit-learn's 8x8 digits (1,797 images, from the data file its wheel ships),
     split 1,437 / 360, pixels / 16, as an .npz for tests/train_digits.py."""
-    import gzip
-    import io
-    import subprocess
-    import sys
-    import zipfile
-
-    folder = tmp_path_factory.mktemp("sklearn")
-    download = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                               "--quiet", "-d", str(folder), "scikit-learn==1.9.1"], capture_output=True, text=True)
-    wheels = list(folder.glob("*.whl"))
-    if download.returncode or not wheels:
-        pytest.skip(f"pip download scikit-learn failed (no package registry here?): {download.stderr.strip()[-200:]}")
-    with zipfile.ZipFile(wheels[0]) as archive:
-        table = np.loadtxt(io.BytesIO(gzip.decompress(archive.read("sklearn/datasets/data/digits.csv.gz"))),
-                           delimiter=",")
-    order = np.random.default_rng(0).permutation(len(table))
-    path = folder / "digits.npz"
-    np.savez(path, x=(table[:, :64] / 16).astype(np.float32), y=table[:, 64].astype(np.int64),
-             train=order[:1437], test=order[1437:])
-    return path
+    try:
+        return digits_npz(tmp_path_factory.mktemp("sklearn"))
+    except RuntimeError as failure:
+        pytest.skip(str(failure))
 
 
 def trained_digits(folder, digits) -> dict:
