@@ -286,3 +286,17 @@ def test_a_signature_with_a_sparse_input_draws_its_components(tmp_path):
     result = run_cli("show", tmp_path / "sparse_model", "-o", tmp_path / "path.dot", "--json")
     drawn = (tmp_path / "path.dot").read_text()
     assert '"features/values"' in drawn and '"scores"' in drawn and json.loads(result.stdout)["nodes"] >= 3
+
+
+def test_the_digits_classifiers_round_is_the_blocker_and_after_bypass_the_bypass_shows(tmp_path):
+    """Issue 31's "Round in a real image model's preprocessing": the bundled digits CNN
+    (trained on scikit-learn's digits) behind a bit-depth defence stands for it."""
+    run_cli("show", fixture("digits_bit_depth.pb"), "--x", "x", "--y", "classifier/logits", "-o", tmp_path / "a.dot")
+    nodes = dot_nodes((tmp_path / "a.dot").read_text())
+    blockers = [name for name, (colour, _) in nodes.items() if colour == "#d62728"]
+    assert blockers == ["defence/Round"] and "Round" in nodes["defence/Round"][1]
+    bypassed = tmp_path / "bypassed.pb"
+    run_cli("bypass", fixture("digits_bit_depth.pb"), "--from", "x:0", "--to", "defence/squeezed:0", "-o", bypassed)
+    run_cli("show", bypassed, "--x", "x", "--y", "classifier/logits", "-o", tmp_path / "b.dot")
+    nodes = dot_nodes((tmp_path / "b.dot").read_text())
+    assert [name for name, (colour, _) in nodes.items() if colour == "#9467bd"]  # the bypass region
