@@ -1,11 +1,10 @@
 """graphgrad attribute: saliency and relevance maps from a graph file (needs TensorFlow)."""
 
-import io
 
 import click
 
 from ..errors import UsageError
-from ..files.arrays import load_array
+from ..files.arrays import load_array, save_array
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
@@ -107,7 +106,7 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
     picture = None
     if image:  # drawn before anything is written: a refusal leaves no output
         picture = heatmap_image(attributions, image_format(image), inputs)
-    _save_array(out, attributions)
+    save_array(out, attributions)
     if picture is not None:
         write_chunks(image, [picture])
     if as_json:
@@ -180,11 +179,3 @@ def _noise(text: str) -> tuple[int, float]:
     if samples < 1 or not 0 <= scale < float("inf"):
         raise UsageError(f"--noise {text!r}: expected N,SIGMA with N at least 1 and SIGMA at least 0, e.g. 50,0.15")
     return samples, scale
-
-
-def _save_array(path: str, array) -> None:
-    import numpy as np
-
-    stream = io.BytesIO()
-    np.save(stream, array, allow_pickle=False)
-    write_chunks(path, [stream.getvalue()])

@@ -14,7 +14,7 @@ from .render import error, json_error
 COMMANDS = {
     "ops": "ops", "rewrite": "rewrite", "insert": "insert", "bypass": "bypass", "reset": "reset",
     "diff": "diff", "check": "check", "attribute": "attribute", "show": "show", "unfreeze": "unfreeze",
-    "freeze": "freeze", "gradients": "gradients",
+    "freeze": "freeze", "attack": "attack", "gradients": "gradients",
 }
 SUMMARIES = {
     "ops": "List op types with node counts, and gradient overrides with their status.",
@@ -28,6 +28,7 @@ SUMMARIES = {
     "show": "Draw the gradient path from x to y, with its overrides, blockers and surrogates.",
     "unfreeze": "Make a frozen graph's weights variables and write a TF1 training checkpoint.",
     "freeze": "Fold a checkpoint's trained variables back into constants of a frozen GraphDef.",
+    "attack": "Accuracy under an L-infinity PGD attack, BPDA and EOT included (needs TensorFlow).",
     "gradients": "List gradients: name, kind, parameters with defaults, formula, aliases.",
 }
 
@@ -35,7 +36,7 @@ SUMMARIES = {
 ALIASES = {
     "inspect": "ops", "draw": "show", "list": "ops", "info": "ops", "patch": "rewrite", "override": "rewrite",
     "undo": "reset", "remove": "reset", "bpda": "bypass", "explain": "attribute", "saliency": "attribute",
-    "compare": "diff", "verify": "check", "test": "check",
+    "compare": "diff", "verify": "check", "test": "check", "pgd": "attack", "adversarial": "attack",
 }
 
 

@@ -43,3 +43,14 @@ def load_array(path: str, what: str, limit: int = ARRAY_LIMIT) -> Any:
                          f"the file holds {held}; it is truncated or not what numpy wrote")
     array = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=stream.tell())
     return array.reshape(shape, order="F" if fortran_order else "C").copy()
+
+
+def save_array(path: str, array: Any) -> None:
+    """Write ``array`` to ``path`` as ``.npy`` (no pickles), atomically."""
+    import numpy as np
+
+    from .writing import write_chunks
+
+    stream = io.BytesIO()
+    np.save(stream, array, allow_pickle=False)
+    write_chunks(path, [stream.getvalue()])

@@ -1,0 +1,146 @@
+"""``graphgrad attack``'s TensorFlow side: the model loaded as ``check`` loads it, the
+cross-entropy of its logits against each image's label, that loss's gradient with
+respect to x, and where the gradient stops when it does. The loop is
+:func:`graphgrad.methods.pgd.pgd`'s.
+"""
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import GraphgradError, UsageError
+from ..files.reading import read_model
+from ..methods.batching import in_batches
+from ..methods.options import DEFAULT_TIMEOUT
+from ..methods.pgd import Budget, Outcome, pgd
+from .batches import batching_for
+from .blockers import BlockerContext, find_blockers, surrogates_in
+from ..graph.functions import first_names
+from .loading import loaded_graph_def, prepare_run, tensorflow_says, unfed_inputs
+from .paths import ancestors_of_ops, between
+from .runtime import tensorflow, tf1_control_flow
+
+
+@dataclass(frozen=True)
+class AttackOptions:
+    """The model's side of an attack: which tensors, how it is loaded, how long it may run."""
+
+    x: str | None = None
+    y: str | None = None
+    tags: str | None = None
+    checkpoint: str | None = None
+    kind: str | None = None
+    allow_effects: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@dataclass
+class AttackReport:
+    model: str
+    x: str
+    y: str
+    eps: float
+    steps: int
+    step_size: float
+    eot: int
+    rows: int
+    clean_accuracy: float = 0.0
+    attacked_accuracy: float = 0.0
+    gradient_runs: int = 0
+    seconds: float = 0.0
+    blockers: list = field(default_factory=list)  # "node (op): why; fix: ..." where the gradient stops
+
+
+def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: AttackOptions
+                 ) -> tuple[Any, AttackReport]:
+    """L-infinity PGD on the model at ``path``: ``images`` (x's shape, rows first), their
+    true ``labels`` (one class index per row; y: logits of shape [rows, classes]).
+    Returns the adversarial images and the report; where the gradient is blocked, the
+    attack still runs (a masked gradient leaves it at its random start) and the report
+    names the blockers with their fixes."""
+    import numpy as np
+
+    started = time.monotonic()
+    model = read_model(path, options.kind)
+    run = prepare_run(model, [options.x] if options.x else [], options.y, options.tags, options.checkpoint,
+                      options.allow_effects, command="attack")
+    if len(run.x_tensors) != 1:
+        raise UsageError(f"attack perturbs one x; name it with --x (found {', '.join(run.xs)})")
+    x, y = run.x_tensors[0], run.y_tensor
+    images, labels = np.asarray(images, dtype=x.dtype.as_numpy_dtype), np.asarray(labels)
+    _refuse_misfit(images, labels, x, y, run.y)
+    tf = tensorflow()
+    with run.graph.as_default(), tf1_control_flow(run.graph):
+        truth = tf.compat.v1.placeholder(tf.int64, [None], name="graphgrad_labels")
+        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=truth, logits=y))
+        [gradient] = tf.compat.v1.gradients(loss, [x])
+    report = AttackReport(path, run.xs[0], run.y, budget.eps, budget.steps, budget.size, budget.eot, len(images))
+    _refuse_disconnected(run, x, y)
+    path_ops = between([x], y, only_differentiable=True)
+    if gradient is None:
+        report.blockers = _blockers(run, model, x, y, path_ops)
+    batching = batching_for(x, path_ops, images[:1].nbytes)
+    deadline = started + options.timeout
+
+    def evaluate(fetch: Any, points: Any, rows: Any = None) -> Any:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise GraphgradError(f"{path}: the attack took over {options.timeout:g} s and was stopped; give it "
+                                 "longer with --timeout SECONDS")
+        fed = {x: points} if rows is None else {x: points, truth: rows}
+        try:
+            return run.session.run(fetch, fed)
+        except (ValueError, tf.errors.OpError) as error:
+            raise GraphgradError(f"{path}: TensorFlow says: {tensorflow_says(error)}") from None
+
+    def gradient_at(points: Any, rows: Any) -> Any:
+        if gradient is None:
+            return None
+        return in_batches(lambda chunk, origins: evaluate(gradient, chunk, rows[origins]), points, batching)
+
+    def scores_at(points: Any) -> Any:
+        return in_batches(lambda chunk, _: evaluate(y, chunk), points, batching)
+
+    outcome: Outcome = pgd(images, labels, budget, gradient_at, scores_at)
+    report.clean_accuracy = float(outcome.clean_correct.mean())
+    report.attacked_accuracy = float(outcome.attacked_correct.mean())
+    report.gradient_runs, report.seconds = outcome.gradient_runs, time.monotonic() - started
+    return outcome.adversarial, report
+
+
+def _refuse_misfit(images: Any, labels: Any, x: Any, y: Any, y_name: str) -> None:
+    """One line for images, labels or a y the attack cannot use, before it runs."""
+    import numpy as np
+
+    if not x.shape.is_compatible_with(images.shape):
+        raise UsageError(f"--input has shape {list(images.shape)}, and {x.name} takes {x.shape.as_list()}")
+    if not np.isfinite(images).all():
+        raise UsageError("--input holds NaN or infinity: give finite images")
+    if labels.dtype.kind not in "iu" or labels.ndim != 1 or len(labels) != len(images):
+        raise UsageError(f"--labels holds {labels.dtype} of shape {list(labels.shape)}: give one integer class "
+                         f"index per image of --input ({len(images)})")
+    if y.shape.rank != 2:
+        raise UsageError(f"attack needs y to be logits of shape [rows, classes]; {y_name} has shape {y.shape}: name "
+                         "the logits with --y")
+    classes = y.shape[-1]
+    if classes is not None and (labels.min() < 0 or labels.max() >= classes):
+        raise UsageError(f"--labels holds classes {int(labels.min())} to {int(labels.max())}; y has {classes} "
+                         f"(0 to {classes - 1})")
+
+
+def _refuse_disconnected(run: Any, x: Any, y: Any) -> None:
+    """One line for an x that y does not read, and for other placeholders y reads."""
+    if x.op not in ancestors_of_ops([y.op]):
+        raise UsageError(f"{run.y} does not depend on {run.xs[0]}: name the input it reads with --x")
+    placeholders, _ = unfed_inputs([y], {x: None})
+    if placeholders:
+        raise UsageError(f"{run.y} also reads {first_names(placeholders)}, which --input does not feed; attack "
+                         "perturbs one input: name it with --x")
+
+
+def _blockers(run: Any, model: Any, x: Any, y: Any, path_ops: set) -> list[str]:
+    """Where the loss's gradient stops, each with check's fix."""
+    with run.graph.as_default():
+        context = BlockerContext(run.unresolved, model.path, loaded_graph_def(model, run.tags))
+        found = find_blockers([x], y, path_ops, surrogates_in(run.graph), context)
+    return [f"{blocker.node} ({blocker.op_type}): {blocker.reason}; fix: {blocker.fix}" for blocker in found]
