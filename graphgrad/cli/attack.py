@@ -24,6 +24,8 @@ from .render import echo, echo_json, tensorflow_quiet
 @click.option("--eot", type=click.IntRange(1), default=1, show_default=True,
               help="Average each step's gradient over N runs: expectation over transformation, for randomised "
               "defences.")
+@click.option("--eval-runs", type=click.IntRange(1), metavar="N",
+              help="Judge each image by its class probabilities averaged over N runs (default: --eot's).")
 @click.option("--range", "valid_range", default="0,1", show_default=True, metavar="LOW,HIGH",
               help="The valid pixel values: images are kept inside them.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random start.")
@@ -38,8 +40,8 @@ from .render import echo, echo_json, tensorflow_quiet
 @options.format_option
 @options.json_option
 @options.debug_option
-def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, valid_range, seed, x, y, out, tags,
-                   checkpoint, allow_effects, timeout, kind, as_json):
+def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, eval_runs, valid_range, seed, x, y,
+                   out, tags, checkpoint, allow_effects, timeout, kind, as_json):
     """Accuracy of a model under an L-infinity PGD attack with random start, on the
     graph's own gradients (needs TensorFlow).
 
@@ -57,7 +59,7 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, v
     from ..tf.attack import AttackOptions, attack_model
 
     low, high = _range(valid_range)
-    budget = Budget(eps, steps, step_size, eot, low, high, seed)
+    budget = Budget(eps, steps, step_size, eot, low, high, seed, eval_runs)
     if out and not out.endswith(".npy"):
         raise UsageError(f"-o {out}: adversarial images are written as .npy; name a file ending in .npy")
     refuse_outputs_over_inputs(
@@ -76,10 +78,11 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, v
         return
     echo(f"{model}: d {report.y} / d {report.x}, L-infinity PGD, eps {report.eps:g}, {report.steps} steps of "
          f"{report.step_size:.4g}" + (f", EOT over {report.eot} runs" if report.eot > 1 else "")
+         + (f", judged over {report.judge_runs} runs" if report.judge_runs > 1 else "")
          + (f" -> {out}" if out else ""),
          f"  clean accuracy          {report.clean_accuracy:7.1%}  ({report.rows} images)",
          f"  accuracy under attack   {report.attacked_accuracy:7.1%}",
-         f"  {report.gradient_runs} gradient runs in {report.seconds:.1f} s")
+         f"  {report.gradient_runs} gradient runs")
     if report.blockers:
         echo("the gradient is blocked, so the attack could not move (its accuracy means nothing of the defence):",
              *[f"  {blocker}" for blocker in report.blockers],

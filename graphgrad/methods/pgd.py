@@ -5,8 +5,9 @@ From a random start in the eps-ball around each image, each step moves every pix
 by ``step_size`` in the direction of the sign of the loss's gradient, then projects
 back into the ball and the valid range. The gradient is the mean of ``eot`` runs
 (expectation over transformation: a randomised defence gives another gradient each
-run), and so are the class probabilities (the mean of ``eot`` runs' softmax), so that
-a randomised defence is judged by what it does on average, not by one draw. Each
+run), and the class probabilities are the mean of ``judges`` runs' softmax (``eot``'s
+by default), so that a randomised defence is judged by what it does on average, not
+by one draw. Each
 row keeps the point of all its steps at which its true class was least likely:
 accuracy under attack is over those points.
 """
@@ -25,7 +26,8 @@ from ..errors import UsageError
 class Budget:
     """The attack's parameters: ``eps`` (the L-infinity radius), ``steps``, their
     ``step_size`` (default 2.5 eps / steps, as Madry et al.), ``eot`` gradient runs
-    per step, ``low``/``high`` (the valid pixel range), ``seed`` of the random start."""
+    per step, ``low``/``high`` (the valid pixel range), ``seed`` of the random start,
+    ``judge_runs`` averaged for each classification (None: ``eot``)."""
 
     eps: float
     steps: int = 100
@@ -34,16 +36,22 @@ class Budget:
     low: float = 0.0
     high: float = 1.0
     seed: int = 0
+    judge_runs: int | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.eps < math.inf:
             raise UsageError(f"--eps {self.eps}: give the L-infinity radius, at least 0 (e.g. 0.03)")
-        if self.steps < 1 or self.eot < 1:
-            raise UsageError(f"--steps {self.steps}, --eot {self.eot}: give at least 1 of each")
+        if self.steps < 1 or self.eot < 1 or (self.judge_runs is not None and self.judge_runs < 1):
+            raise UsageError(f"--steps {self.steps}, --eot {self.eot}, --eval-runs {self.judge_runs}: give at least "
+                             "1 of each")
         if self.step_size is not None and not 0 < self.step_size < math.inf:
             raise UsageError(f"--step-size {self.step_size}: give a size above 0")
         if not self.low < self.high:
             raise UsageError(f"--range {self.low},{self.high}: the low end must be below the high end")
+
+    @property
+    def judges(self) -> int:
+        return self.judge_runs if self.judge_runs is not None else self.eot
 
     @property
     def size(self) -> float:
@@ -66,11 +74,11 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
 
     def probabilities(points: Any) -> Any:
         total = 0.0
-        for _ in range(budget.eot):
+        for _ in range(budget.judges):
             logits = np.asarray(scores_at(points), dtype=np.float64)
             shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
             total = total + shifted / shifted.sum(axis=-1, keepdims=True)
-        return total / budget.eot
+        return total / budget.judges
 
     rng = np.random.default_rng(budget.seed)
     clean = probabilities(images)

@@ -43,6 +43,7 @@ class AttackReport:
     steps: int
     step_size: float
     eot: int
+    judge_runs: int
     rows: int
     clean_accuracy: float = 0.0
     attacked_accuracy: float = 0.0
@@ -74,7 +75,8 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
         truth = tf.compat.v1.placeholder(tf.int64, [None], name="graphgrad_labels")
         loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=truth, logits=y))
         [gradient] = tf.compat.v1.gradients(loss, [x])
-    report = AttackReport(path, run.xs[0], run.y, budget.eps, budget.steps, budget.size, budget.eot, len(images))
+    report = AttackReport(path, run.xs[0], run.y, budget.eps, budget.steps, budget.size, budget.eot, budget.judges,
+                          len(images))
     _refuse_disconnected(run, x, y)
     path_ops = between([x], y, only_differentiable=True)
     if gradient is None:
