@@ -270,12 +270,15 @@ def unfreeze(repeat, work):
     results = measure({
         "graphgrad unfreeze": GRAPHGRAD + ["unfreeze", source, "-o", out, "--force"],
         route: [PYTHON, os.path.join(HERE, "unfreeze_route.py"), source, out],
+        "checkpoint only (no graph, floor)": [PYTHON, os.path.join(HERE, "checkpoint_floor.py"), source, out],
     }, repeat, before=lambda _: shutil.rmtree(out, ignore_errors=True))
     base_seconds = table("dense.pb: 95.4 MB, 40 layers' weights made variables   (ratios against the TensorFlow "
                          "route)", results, route)
     base_rss = results[route][1]
     seconds, rss = results["graphgrad unfreeze"]
     print(f"  unfreeze vs TensorFlow route: {seconds / base_seconds:.2f}x the time, {rss / base_rss:.2f}x the peak RSS")
+    floor = results["checkpoint only (no graph, floor)"][0]
+    print(f"  unfreeze vs the checkpoint-only floor: {seconds / floor:.2f}x the time")
 
 
 def unfreeze_constants(work, limit: float = 900):
@@ -323,7 +326,7 @@ def bpda(work):
             model = bypassed
         accuracies, clean, seconds = [], 0.0, 0.0
         for eps in epsilons:
-            judged = ["--eval-runs", "10"] if "random" in name else []  # the random one judged alike, with EOT or not
+            judged = ["--eval-runs", "10"] if "random" in label else []  # the random one judged alike, EOT or not
             done = subprocess.run(GRAPHGRAD + ["attack", model, "--y", y, "--input", images, "--labels", labels,
                                                "--eps", eps, "--steps", "40", "--eot", str(eot), "--json", *judged],
                                   check=True, capture_output=True, text=True, env=ENV)

@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import fixture, run_cli
-
-from graphgrad.errors import UsageError
-from graphgrad.methods.pgd import Budget, pgd
+from tf_helpers import tf  # noqa: F401  (skips without TensorFlow)
 
 IMAGES, LABELS = fixture("digits_test_images.npy"), fixture("digits_test_labels.npy")
 
@@ -21,38 +19,6 @@ def _attack(model, *args, y="classifier/logits", expect=0):
     result = run_cli("attack", model, "--y", y, "--input", IMAGES, "--labels", LABELS, "--steps", "40", "--json",
                      *args, expect=expect)
     return json.loads(result.stdout)
-
-
-def test_pgd_stays_in_the_ball_and_the_range_and_breaks_a_linear_model():
-    """Without TensorFlow: logits = x W, the cross-entropy's gradient written out."""
-    rng = np.random.default_rng(0)
-    weights = rng.normal(size=(6, 3))
-    images = rng.uniform(0, 1, (50, 6))
-    labels = (images @ weights).argmax(axis=1)
-
-    def gradient_at(points, truth):
-        logits = points @ weights
-        chances = np.exp(logits - logits.max(1, keepdims=True))
-        chances /= chances.sum(1, keepdims=True)
-        chances[np.arange(len(points)), truth] -= 1
-        return chances @ weights.T
-
-    outcome = pgd(images, labels, Budget(0.3, steps=30), gradient_at, lambda points: points @ weights)
-    assert outcome.clean_correct.all() and outcome.attacked_correct.mean() < 0.3
-    assert np.abs(outcome.adversarial - images).max() <= 0.3 + 1e-12
-    assert outcome.adversarial.min() >= 0 and outcome.adversarial.max() <= 1
-    masked = pgd(images, labels, Budget(0.3, steps=30), lambda points, truth: None, lambda points: points @ weights)
-    assert np.abs(masked.adversarial - images).max() <= 0.3 and masked.gradient_runs == 30
-
-
-@pytest.mark.parametrize("arguments, words", [
-    ({"eps": -0.1}, "--eps -0.1: give the L-infinity radius, at least 0"),
-    ({"eps": 0.1, "steps": 0}, "give at least 1 of each"),
-    ({"eps": 0.1, "low": 1.0, "high": 0.0}, "the low end must be below the high end"),
-])
-def test_a_bad_budget_is_refused(arguments, words):
-    with pytest.raises(UsageError, match=words.replace("(", r"\(")):
-        Budget(**arguments)
 
 
 def test_without_bypass_the_bit_depth_defence_masks_the_gradient_and_the_attack_says_where(tmp_path):

@@ -1,6 +1,6 @@
-"""The attribution methods without TensorFlow: the registry drives the command's help,
-the docs' table and the errors; the NumPy algorithms against closed forms; the
-attribution code stays in small functions."""
+"""Attribution methods and the attack loop without TensorFlow: the registry drives
+the command's help, the docs' table and the errors; the NumPy algorithms against
+closed forms; the attribution code stays in small functions."""
 
 import ast
 import os
@@ -17,6 +17,7 @@ from graphgrad.cli import main
 from graphgrad.errors import UsageError
 from graphgrad.methods import algorithms
 from graphgrad.methods.batching import Batching
+from graphgrad.methods.pgd import Budget, pgd
 from graphgrad.methods.registry import CATALOGUE, ENTRIES, KINDS, REGISTRY, parse_method
 
 ATTRIBUTION_CODE = ["graphgrad/methods", "graphgrad/tf/attribute.py", "graphgrad/tf/explainer.py",
@@ -120,3 +121,35 @@ def test_no_function_of_the_attribution_code_is_over_sixty_lines():
                      and node.end_lineno - node.lineno + 1 > 60]
     assert not long
     assert len(open(os.path.join(ROOT, "graphgrad/tf/attribute.py")).read().splitlines()) < 350
+
+
+def test_pgd_stays_in_the_ball_and_the_range_and_breaks_a_linear_model():
+    """Without TensorFlow: logits = x W, the cross-entropy's gradient written out."""
+    rng = np.random.default_rng(0)
+    weights = rng.normal(size=(6, 3))
+    images = rng.uniform(0, 1, (50, 6))
+    labels = (images @ weights).argmax(axis=1)
+
+    def gradient_at(points, truth):
+        logits = points @ weights
+        chances = np.exp(logits - logits.max(1, keepdims=True))
+        chances /= chances.sum(1, keepdims=True)
+        chances[np.arange(len(points)), truth] -= 1
+        return chances @ weights.T
+
+    outcome = pgd(images, labels, Budget(0.3, steps=30), gradient_at, lambda points: points @ weights)
+    assert outcome.clean_correct.all() and outcome.attacked_correct.mean() < 0.3
+    assert np.abs(outcome.adversarial - images).max() <= 0.3 + 1e-12
+    assert outcome.adversarial.min() >= 0 and outcome.adversarial.max() <= 1
+    masked = pgd(images, labels, Budget(0.3, steps=30), lambda points, truth: None, lambda points: points @ weights)
+    assert np.abs(masked.adversarial - images).max() <= 0.3 and masked.gradient_runs == 30
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"eps": -0.1}, "--eps -0.1: give the L-infinity radius, at least 0"),
+    ({"eps": 0.1, "steps": 0}, "give at least 1 of each"),
+    ({"eps": 0.1, "low": 1.0, "high": 0.0}, "the low end must be below the high end"),
+])
+def test_a_bad_budget_is_refused(arguments, words):
+    with pytest.raises(UsageError, match=words.replace("(", r"\(")):
+        Budget(**arguments)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import fixture, run_cli
+from tf_helpers import tf  # noqa: F401  (unfreeze writes the checkpoints read here: skips without TensorFlow)
 
 
 def _snapshot(root):

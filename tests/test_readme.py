@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from conftest import ROOT
 from graphgrad.cli import main
 
-NEEDS_TENSORFLOW = ("check ", "attribute ", "--grad-status")
+NEEDS_TENSORFLOW = ("check ", "attribute ", "attack ", "--grad-status")
 
 
 # In the order they are read: later examples read what earlier ones wrote.
