@@ -300,41 +300,61 @@ def unfreeze_constants(work, limit: float = 900):
             print(f"  {count:>7} constants  {label:<20} {shown}")
 
 
-def bpda(work):
+BPDA_ROWS = [  # (label, model, y, bypass to, EOT runs)
+    ("undefended", "digits_cnn.pb", "logits", None, 1),
+    ("bit depth, no bypass", "digits_bit_depth.pb", "classifier/logits", None, 1),
+    ("bit depth, BPDA", "digits_bit_depth.pb", "classifier/logits", "defence/squeezed:0", 1),
+    ("JPEG-like, no bypass", "digits_jpeg.pb", "classifier/logits", None, 1),
+    ("JPEG-like, BPDA", "digits_jpeg.pb", "classifier/logits", "defence/decoded:0", 1),
+    ("random resize, no EOT", "digits_resize_pad.pb", "classifier/logits", None, 1),
+    ("random resize, EOT 10", "digits_resize_pad.pb", "classifier/logits", None, 10),
+]
+EPSILONS = ("0.05", "0.1", "0.2", "0.3")
+
+
+def bpda(repeat, work):
     """Accuracy under L-infinity PGD (40 steps) of the digits CNN and of it behind three
     defences, on the 100 held-out images of fixtures/: without bypass (the gradient is
     masked), with it (BPDA), and the randomised one with EOT and without (each judged
-    over 10 runs); each attack once."""
+    over 10 runs); each attack once. The Adversarial Robustness Toolbox's PGD on the
+    same graphs where no EOT is needed (bench/art_route.py), and both whole processes'
+    times on one attack."""
     fixtures = os.path.join(os.path.dirname(HERE), "fixtures")
     images, labels = (os.path.join(fixtures, name) for name in ("digits_test_images.npy", "digits_test_labels.npy"))
-    rows = [("undefended", "digits_cnn.pb", "logits", None, 1),  # (label, model, y, bypass to, EOT runs)
-            ("bit depth, no bypass", "digits_bit_depth.pb", "classifier/logits", None, 1),
-            ("bit depth, BPDA", "digits_bit_depth.pb", "classifier/logits", "defence/squeezed:0", 1),
-            ("JPEG-like, no bypass", "digits_jpeg.pb", "classifier/logits", None, 1),
-            ("JPEG-like, BPDA", "digits_jpeg.pb", "classifier/logits", "defence/decoded:0", 1),
-            ("random resize, no EOT", "digits_resize_pad.pb", "classifier/logits", None, 1),
-            ("random resize, EOT 10", "digits_resize_pad.pb", "classifier/logits", None, 10)]
-    epsilons = ("0.05", "0.1", "0.2", "0.3")
-    print("\ndigits CNN (fixtures/): accuracy under L-infinity PGD, 40 steps, 100 held-out images")
-    print(f"  {'model':<24} {'clean':>6} " + " ".join(f"{'eps ' + eps:>9}" for eps in epsilons) + "   seconds")
-    for label, name, y, bypass_to, eot in rows:
+    art = _peer_path("art", "adversarial-robustness-toolbox==1.20.1", os.path.join(CACHE, "art"))
+    print("\ndigits CNN (fixtures/): accuracy under L-infinity PGD, 40 steps, 100 held-out images "
+          "(graphgrad attack; ART 1.20.1's in brackets)")
+    print(f"  {'model':<24} {'clean':>6} " + " ".join(f"{'eps ' + eps:>11}" for eps in EPSILONS))
+    gaps, timed = [], None
+    for label, name, y, bypass_to, eot in BPDA_ROWS:
         model = os.path.join(fixtures, name)
         if bypass_to:
-            bypassed = os.path.join(work, f"bpda_{name}")
-            subprocess.run(GRAPHGRAD + ["bypass", model, "--from", "x:0", "--to", bypass_to, "-o", bypassed],
-                           check=True, stdout=subprocess.DEVNULL, env=ENV)
-            model = bypassed
-        accuracies, clean, seconds = [], 0.0, 0.0
-        for eps in epsilons:
+            model = os.path.join(work, f"bpda_{name}")
+            subprocess.run(GRAPHGRAD + ["bypass", os.path.join(fixtures, name), "--from", "x:0", "--to", bypass_to,
+                                        "-o", model], check=True, stdout=subprocess.DEVNULL, env=ENV)
+        cells, clean = [], 0.0
+        for eps in EPSILONS:
             judged = ["--eval-runs", "10"] if "random" in label else []  # the random one judged alike, EOT or not
-            done = subprocess.run(GRAPHGRAD + ["attack", model, "--y", y, "--input", images, "--labels", labels,
-                                               "--eps", eps, "--steps", "40", "--eot", str(eot), "--json", *judged],
-                                  check=True, capture_output=True, text=True, env=ENV)
-            report = json.loads(done.stdout)
-            accuracies.append(report["attacked_accuracy"])
-            clean, seconds = report["clean_accuracy"], seconds + report["seconds"]
-        print(f"  {label:<24} {clean:6.0%} " + " ".join(f"{value:9.0%}" for value in accuracies)
-              + f"   {seconds:7.1f}")
+            ours = GRAPHGRAD + ["attack", model, "--y", y, "--input", images, "--labels", labels, "--eps", eps,
+                                "--steps", "40", "--eot", str(eot), "--json", *judged]
+            report = json.loads(subprocess.run(ours, check=True, capture_output=True, text=True, env=ENV).stdout)
+            clean, cell = report["clean_accuracy"], f"{report['attacked_accuracy']:.0%}"
+            if art is not None and (bypass_to or label == "undefended"):
+                theirs = [PYTHON, os.path.join(HERE, "art_route.py"), model, "x:0", f"{y}:0", images, labels, eps, "40",
+                          art]
+                peer = json.loads(subprocess.run(theirs, check=True, capture_output=True, text=True,
+                                                 env=ENV).stdout.splitlines()[-1])
+                cell += f" [{peer['attacked_accuracy']:.0%}]"
+                gaps.append(abs(peer["attacked_accuracy"] - report["attacked_accuracy"]))
+                timed = timed or (ours, theirs)
+            cells.append(cell)
+        print(f"  {label:<24} {clean:6.0%} " + " ".join(f"{cell:>11}" for cell in cells))
+    if timed:
+        results = measure({"graphgrad attack": timed[0], "ART 1.20.1 PGD": timed[1]}, repeat)
+        base = table("one attack (undefended, eps 0.05), whole processes   (ratios against ART's)", results,
+                     "ART 1.20.1 PGD")
+        print(f"  accuracy under attack, graphgrad against ART: at most {max(gaps):.0%} apart; graphgrad "
+              f"{results['graphgrad attack'][0] / base:.2f}x ART's time")
 
 
 def instructions_of(command, prepare) -> int:
@@ -633,7 +653,7 @@ def main():
         if "constants" in cases:
             unfreeze_constants(work)
         if "bpda" in cases:
-            bpda(work)
+            bpda(args.repeat, work)
         if "batch" in cases:
             batch("small", "200 small frozen graphs (0.9 MB each, mostly copied)", args.repeat, work)
             batch("many_nodes", "200 graphs of 8000 small nodes (CPU-bound)", args.repeat, work)

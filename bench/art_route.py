@@ -1,0 +1,52 @@
+"""The same L-infinity PGD as ``graphgrad attack``, by the Adversarial Robustness
+Toolbox: its ``TensorFlowV2Classifier`` over the frozen graph wrapped as a function
+(``tf.compat.v1.wrap_function``, as TensorFlow's guide loads a frozen graph in TF2;
+the cross-entropy of the logits), its ``ProjectedGradientDescent`` with one random
+start, eps / steps as given and a step of 2.5 eps / steps. A bypassed
+graph carries BPDA in itself, so the same attack is BPDA there. Prints a JSON line:
+the accuracy under attack and the attack's seconds.
+
+    python bench/art_route.py GRAPH.pb X Y IMAGES.npy LABELS.npy EPS STEPS [ART_PATH]
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def main(graph_path: str, x_name: str, y_name: str, images_path: str, labels_path: str, eps: str, steps: str,
+         art_path: str = "") -> None:
+    if art_path:
+        sys.path.append(art_path)
+    import tensorflow as tf
+    from art.attacks.evasion import ProjectedGradientDescent
+    from art.estimators.classification import TensorFlowV2Classifier
+
+    with open(graph_path, "rb") as stream:
+        graph_def = tf.compat.v1.GraphDef.FromString(stream.read())
+    wrapped = tf.compat.v1.wrap_function(lambda: tf.compat.v1.import_graph_def(graph_def, name=""), [])
+    pruned = wrapped.prune(wrapped.graph.get_tensor_by_name(x_name), wrapped.graph.get_tensor_by_name(y_name))
+
+    def model(inputs, training=False):  # ART calls Keras models' way
+        return pruned(inputs)
+
+    images = np.load(images_path)
+    classes = pruned.outputs[0].shape[-1]
+    classifier = TensorFlowV2Classifier(model=model, nb_classes=classes, input_shape=images.shape[1:],
+                                        loss_object=tf.keras.losses.CategoricalCrossentropy(from_logits=True),
+                                        clip_values=(0.0, 1.0))
+    labels = np.load(labels_path)
+    radius, count = float(eps), int(steps)
+    attack = ProjectedGradientDescent(classifier, norm=np.inf, eps=radius, eps_step=2.5 * radius / count,
+                                      max_iter=count, num_random_init=1, batch_size=len(images), verbose=False)
+    started = time.perf_counter()
+    adversarial = attack.generate(x=images, y=np.eye(classes)[labels])
+    seconds = time.perf_counter() - started
+    accuracy = float((classifier.predict(adversarial).argmax(axis=1) == labels).mean())
+    print(json.dumps({"attacked_accuracy": accuracy, "seconds": seconds}))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
