@@ -46,6 +46,7 @@ def hostile(tmp_path):
     path = tmp_path / "hostile.pb"
     path.write_bytes(hostile_graph().SerializeToString())
     np.save(tmp_path / "rows.npy", np.ones((2, 4), np.float32))
+    np.save(tmp_path / "labels.npy", np.zeros(2, np.int64))
     return path
 
 
@@ -63,6 +64,8 @@ def commands(model, tmp_path):
         ["attribute", model, "--method", "gradient", "--input", tmp_path / "rows.npy", "--target", "0",
          "--y", "logits", "-o", f"{out}.npy"],
         ["show", model, "--y", "logits", "-o", f"{out}.dot"], ["show", model, "--y", relu, "-o", f"{out}6.dot"],
+        ["attack", model, "--y", "logits", "--input", tmp_path / "rows.npy", "--labels", tmp_path / "labels.npy",
+         "--eps", "0.1", "--steps", "2"],
         ["unfreeze", model, "--list"], ["unfreeze", model, "-o", tmp_path / "ck"],
         ["freeze", tmp_path / "ck", "-o", f"{out}7.pb", "--outputs", f"{relu}:0"],
     ]
