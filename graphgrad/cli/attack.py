@@ -33,13 +33,7 @@ from .render import echo, echo_json, tensorflow_quiet
 @click.option("--y", metavar="TENSOR", help="The logits, of shape [rows, classes] (default: as check finds it).")
 @click.option("-o", "--output", "out", metavar="ADVERSARIAL.npy", type=click.Path(),
               help="Write the adversarial images there.")
-@options.tag_option
-@options.checkpoint_option
-@options.allow_effects_option
-@options.timeout_option
-@options.format_option
-@options.json_option
-@options.debug_option
+@options.run_options
 def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, eval_runs, valid_range, seed, x, y,
                    out, tags, checkpoint, allow_effects, timeout, kind, as_json):
     """Accuracy of a model under an L-infinity PGD attack with random start, on the

@@ -57,13 +57,7 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
 @click.option("--max-steps", type=click.IntRange(1), default=DEFAULT_MAX_STEPS, show_default=True,
               help="With --tolerance: the most steps a row may take; a row still over it is reported.")
 @options.feed_option
-@options.tag_option
-@options.checkpoint_option
-@options.allow_effects_option
-@options.timeout_option
-@options.format_option
-@options.json_option
-@options.debug_option
+@options.run_options
 def attribute_command(model, method_text, layer, input_path, x, y, target_text, baseline, out, image, allow_uncovered,
                       noise, noise_aggregate, seed, tolerance, max_steps, feeds, tags, checkpoint, allow_effects,
                       timeout, kind, as_json):

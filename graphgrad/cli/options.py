@@ -176,3 +176,12 @@ timeout_option = click.option("--timeout", type=click.FloatRange(min=0, min_open
 checkpoint_option = click.option("--checkpoint", metavar="PREFIX", type=click.Path(),
               help="Restore a .meta's variables from the checkpoint PREFIX (default: the one beside the file, "
               "model.ckpt-N for model.ckpt-N.meta; else their initializers).")
+
+
+def run_options(command: Callable) -> Callable:
+    """--tag, --checkpoint, --allow-effects, --timeout, --format, --json and --debug, for
+    the commands that run a model with TensorFlow on rows of it (attribute, attack)."""
+    for option in reversed((tag_option, checkpoint_option, allow_effects_option, timeout_option, format_option,
+                            json_option, debug_option)):
+        command = option(command)
+    return command
