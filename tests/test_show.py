@@ -300,3 +300,5 @@ def test_the_digits_classifiers_round_is_the_blocker_and_after_bypass_the_bypass
     run_cli("show", bypassed, "--x", "x", "--y", "classifier/logits", "-o", tmp_path / "b.dot")
     nodes = dot_nodes((tmp_path / "b.dot").read_text())
     assert [name for name, (colour, _) in nodes.items() if colour == "#9467bd"]  # the bypass region
+    assert not [name for name, (colour, _) in nodes.items() if colour == "#d62728"]  # the Round, behind it
+    assert "behind a StopGradient" in nodes["defence/Round"][1]

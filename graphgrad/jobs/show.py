@@ -198,10 +198,16 @@ def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
                              "check says the same of its gradient)")
     saved = saved_gradients(graph_def)
     library = {function.signature.name: function for function in graph_def.library.function}
+    # What y's gradient reaches: not what lies behind a StopGradient (a bypass's forward region), whose own
+    # gradient is never taken, so stops nothing.
+    live = _reach([_name(y) for y in ys], {name: [] if nodes[name].op in STOPPERS else sources
+                                           for name, sources in inputs.items()}) if ys else set(nodes)
     picture = Picture()
     for name in (node.name for node in graph_def.node if node.name in on_path):
         node = nodes[name]
         mark, why = _mark(node, nodes, saved)
+        if mark == "blocker" and name not in live:
+            mark, why = "", "behind a StopGradient: the gradient is not taken through it (a bypass routes it)"
         picture.nodes[name] = (node.op, mark, f"{name} ({node.op})" + (f": {why}" if why else ""))
         picture.edges |= {(source, name) for source in inputs[name] if source in on_path}
         _draw_body(picture, name, called_function(node.op, node.attr), library, saved, set())
