@@ -36,8 +36,10 @@ from .render import echo, echo_json, tensorflow_quiet
 @options.run_options
 def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, eval_runs, valid_range, seed, x, y,
                    out, tags, checkpoint, allow_effects, timeout, kind, as_json):
-    """Accuracy of a model under an L-infinity PGD attack with random start, on the
-    graph's own gradients (needs TensorFlow).
+    """Accuracy under an L-infinity PGD attack, BPDA and EOT included (needs TensorFlow).
+
+    PGD with a random start, on the graph's own gradients of the cross-entropy of
+    y (the logits) against each image's label.
 
     Where the gradient from x to y is blocked (a defence's Round, a cast to
     integers), the attack says where, with the fix, and cannot move: rewrite the
