@@ -207,8 +207,10 @@ def test_a_wrong_method_is_one_line(tmp_path, method, message, code):
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_image_attributions_are_drawn_as_a_heat_map_grid(tmp_path):
+def test_image_attributions_are_drawn_beside_their_inputs_row_by_row(tmp_path):
     from PIL import Image
+
+    from graphgrad.jobs.heatmap import BAR_WIDTH, LABEL_WIDTH, PAD, TITLE_HEIGHT
 
     out, picture = tmp_path / "saliency.npy", tmp_path / "saliency.png"
     run_cli("attribute", fixture("image_net.pb"), "--method", "gradient", "--input", fixture("image_rows.npy"),
@@ -216,10 +218,11 @@ def test_image_attributions_are_drawn_as_a_heat_map_grid(tmp_path):
     attributions = np.load(out)
     assert attributions.shape == (4, 8, 8, 3)
     image = np.asarray(Image.open(picture).convert("RGB"))
-    assert image.shape == (2 * 128 + 2, 2 * 128 + 2, 3)  # four rows: a 2 x 2 grid, 8 x 8 enlarged 16 times
+    side = 128  # 8 x 8 enlarged 16 times; per row: input, map, overlay, colour bar
+    assert image.shape == (TITLE_HEIGHT + 4 * (side + PAD), 3 * (side + PAD) + BAR_WIDTH + LABEL_WIDTH, 3)
     heat = attributions[0].sum(axis=2)
     strongest = np.unravel_index(np.abs(heat).argmax(), heat.shape)
-    pixel = image[strongest[0] * 16, strongest[1] * 16]
+    pixel = image[TITLE_HEIGHT + strongest[0] * 16, side + PAD + strongest[1] * 16]  # the map, row 0
     assert list(pixel) == ([255, 0, 0] if heat[strongest] > 0 else [0, 0, 255])  # full colour at the peak
 
 
