@@ -2,6 +2,7 @@
 device strings) reach the terminal escaped, from every command, text and --json: no
 control character, no forged line."""
 
+import importlib.util
 import json
 import re
 
@@ -83,7 +84,9 @@ def test_no_command_prints_a_control_character_or_a_forged_line(hostile, tmp_pat
         if as_json and result.stdout:
             json.loads(result.stdout)
         printed += "fake(Forged)" in result.stdout + result.stderr
-    assert printed >= 8  # the names were shown, escaped, not left out (more with TensorFlow)
+    # the names were shown, escaped, not left out: by ops, diff, rewrite, insert, bypass and reset, and with
+    # TensorFlow by the errors of the commands that load the graph
+    assert printed >= (10 if importlib.util.find_spec("tensorflow") else 7)
 
 
 def test_diff_shows_a_forged_attribute_name_escaped_on_its_own_line(hostile):
