@@ -302,3 +302,40 @@ def test_the_digits_classifiers_round_is_the_blocker_and_after_bypass_the_bypass
     assert [name for name, (colour, _) in nodes.items() if colour == "#9467bd"]  # the bypass region
     assert not [name for name, (colour, _) in nodes.items() if colour == "#d62728"]  # the Round, behind it
     assert "behind a StopGradient" in nodes["defence/Round"][1]
+
+
+@needs_graphviz
+@pytest.mark.slow
+@pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (.ci/run installs Debian's "
+                    "chromium)")
+def test_a_search_moves_the_view_to_its_match_and_checks_panel_sits_beside_the_graph(tmp_path):
+    """In headless Chromium at 1280x800: page.html#search=NAME (the search box, from the
+    address) brings a box 200 boxes down into the view; check --html's findings are a
+    column beside the picture, each about a node linked to its box."""
+    from graphs import chain_graph
+
+    Image = pytest.importorskip("PIL.Image", reason="needs Pillow: pip install -e '.[test]'")
+    source, page = tmp_path / "chain.pb", tmp_path / "chain.html"
+    source.write_bytes(chain_graph(200).SerializeToString())
+    run_cli("show", source, "--x", "x", "--y", "layer199/Sign", "--max-nodes", "1000", "-o", page)
+    common = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+              "--window-size=1280,800", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(common + ["--dump-dom", page.as_uri() + "#search=layer190%2F"], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    left, top, right, bottom = map(int, re.search(r'data-focus="([-\d,]+)"', dom)[1].split(","))
+    assert 0 <= left < right <= 1280 and 40 <= top < bottom <= 800  # the match, inside the view
+    assert '1 of 1' in dom and 'class="node found"' in dom
+    pytest.importorskip("tensorflow", reason="check --html needs TensorFlow")
+    checked = tmp_path / "check.html"
+    run_cli("check", fixture("quantized_classifier.pb"), "--html", checked, expect=1)
+    dom = subprocess.run(common + ["--dump-dom", checked.as_uri()], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    assert 'class="finding" data-node="quantize"' in dom
+    shot = tmp_path / "shot.png"
+    subprocess.run(common + [f"--screenshot={shot}", checked.as_uri()], capture_output=True, timeout=120, check=True)
+    image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
+    assert image.size == (1280, 800)
+    column = image.crop((int(1280 * 0.72), 60, 1280, 790)).getcolors(maxcolors=1 << 20)
+    graph_side = image.crop((0, 60, int(1280 * 0.68), 790)).getcolors(maxcolors=1 << 20)
+    panel = lambda colours: sum(count for count, colour in colours if colour == (0xff, 0xfb, 0xe6))  # noqa: E731
+    assert panel(column) > 0.5 * (1280 - int(1280 * 0.72)) * 730 and panel(graph_side) == 0

@@ -72,7 +72,8 @@ class Picture:
 @dataclass
 class Findings:
     """What a run of ``check`` found, drawn on the picture: nodes where the gradient
-    stopped (name -> why, with the fix) and the lines of its results (per x)."""
+    stopped (name -> why, with the fix) and the lines of its results, each
+    ``(text, node)``: the node it is about, linked to its box, or None."""
 
     blockers: dict = field(default_factory=dict)
     results: list = field(default_factory=list)
@@ -83,15 +84,17 @@ def findings_of_check(report: Any) -> Findings:
     found, to draw: its blockers, with their fixes, and a line per x."""
     findings = Findings({blocker.node: f"{blocker.reason}; fix: {blocker.fix}" for blocker in report.blockers})
     verdict = "every x gets a usable gradient" if report.ok else "not every x gets a usable gradient"
-    findings.results.append(f"graphgrad check: d {report.y} / dx: {verdict}")
+    findings.results.append((f"graphgrad check: d {report.y} / dx: {verdict}", None))
     for gradient in report.gradients:
         norm = f", norm {gradient.norm:.4g}" if gradient.norm is not None else ""
         why = f": {gradient.why or gradient.error}" if gradient.why or gradient.error else ""
-        findings.results.append(f"{gradient.x}: {gradient.status}{norm}{why}")
+        findings.results.append((f"{gradient.x}: {gradient.status}{norm}{why}", None))
     if report.summed_softmax is not None:
-        findings.results.append(report.summed_softmax.describe().replace("\n", " "))
-    findings.results += [f"stops at {blocker.node} ({blocker.op_type}): {blocker.reason}; fix: {blocker.fix}"
-                         for blocker in report.blockers]
+        findings.results.append((report.summed_softmax.describe().replace("\n", " "), None))
+    findings.results += [(f"stops at {blocker.node} ({blocker.op_type}): {blocker.reason}; fix: {blocker.fix}",
+                          blocker.node) for blocker in report.blockers]
+    findings.results += [(f"cannot take effect (not on a differentiable path from x to y): {node}: {value}", node)
+                         for node, value in report.idle_overrides]
     return findings
 
 
@@ -413,13 +416,16 @@ body {{ margin: 0; font-family: Helvetica, Arial, sans-serif; }}
 #bar {{ position: fixed; top: 0; left: 0; right: 0; padding: 6px; background: #f4f4f4; border-bottom: 1px solid #ccc;
         white-space: nowrap; overflow: hidden; }}
 #view {{ position: absolute; top: 40px; left: 0; right: 0; bottom: 0; overflow: hidden; cursor: grab; }}
-#results {{ position: fixed; bottom: 0; right: 0; max-width: 45%; padding: 6px 10px; background: #fffbe6;
-            border: 1px solid #ccc; font-size: 13px; z-index: 1; }}
+#results {{ position: fixed; top: 40px; right: 0; bottom: 0; width: 30%; overflow: auto; padding: 6px 10px;
+            background: #fffbe6; border-left: 1px solid #ccc; font-size: 13px; z-index: 1; box-sizing: border-box; }}
+#results ~ #view {{ right: 30%; }}
+#results div {{ margin: 0 0 6px; }}
+#results .finding {{ color: #0645ad; cursor: pointer; text-decoration: underline; }}
 #view svg {{ transform-origin: 0 0; }}
 g.node.found polygon, g.node.found path {{ stroke: #ff7f0e; stroke-width: 4px; }}
 </style></head><body>
 <div id="bar">gradient path of <b>{title}</b> &nbsp; <input id="search" placeholder="search a node name" size="40">
-<span id="count"></span> &nbsp; drag to pan, wheel to zoom</div>
+<span id="count"></span> &nbsp; Enter: next match; drag to pan, wheel to zoom</div>
 {results}<div id="view">{svg}</div>
 <script>
 const view = document.getElementById("view"), svg = view.querySelector("svg");
@@ -431,20 +437,41 @@ view.addEventListener("mousedown", e => {{ drag = [e.clientX - x, e.clientY - y]
 window.addEventListener("mouseup", () => {{ drag = null; }});
 window.addEventListener("mousemove", e => {{
   if (drag) {{ x = e.clientX - drag[0]; y = e.clientY - drag[1]; place(); }} }});
-document.getElementById("search").addEventListener("input", e => {{
-  const text = e.target.value.toLowerCase(); let count = 0;
+let found = [], current = -1;
+function focus(node) {{  // the box's centre to the view's centre; where it now is, for tests
+  const box = node.getBoundingClientRect(), frame = view.getBoundingClientRect();
+  x += frame.left + frame.width / 2 - (box.left + box.width / 2);
+  y += frame.top + frame.height / 2 - (box.top + box.height / 2); place();
+  const now = node.getBoundingClientRect();
+  document.body.dataset.focus = [now.left, now.top, now.right, now.bottom].map(Math.round).join(","); }}
+function step() {{
+  if (!found.length) return; current = (current + 1) % found.length; focus(found[current]);
+  document.getElementById("count").textContent = `${{current + 1}} of ${{found.length}}`; }}
+function search(text) {{
+  text = text.toLowerCase(); found = []; current = -1;
   for (const node of svg.querySelectorAll("g.node")) {{
     const name = node.querySelector("title").textContent.toLowerCase();
-    const hit = text && name.includes(text); node.classList.toggle("found", hit); if (hit) count++; }}
-  document.getElementById("count").textContent = text ? count + " found" : ""; }});
+    const hit = Boolean(text) && name.includes(text); node.classList.toggle("found", hit); if (hit) found.push(node); }}
+  document.getElementById("count").textContent = text ? (found.length ? "" : "0 found") : ""; step(); }}
+const box = document.getElementById("search");
+box.addEventListener("input", e => search(e.target.value));
+box.addEventListener("keydown", e => {{ if (e.key === "Enter") step(); }});
+for (const line of document.querySelectorAll("#results .finding")) {{
+  line.addEventListener("click", () => {{ const node = document.getElementById("node:" + line.dataset.node);
+    if (node) {{ found = [node]; current = -1; step(); }} }}); }}
+if (location.hash.startsWith("#search=")) {{  // a link to a node: page.html#search=NAME
+  box.value = decodeURIComponent(location.hash.slice(8)); search(box.value); }}
 </script></body></html>
 """
 
 
-def to_html(svg: str, title: str, results: Iterable[str] = ()) -> str:
-    """One page that opens offline: the SVG inline, pan, zoom and a search by name, no
-    fetch; ``results``, lines of what check measured, above the picture."""
+def to_html(svg: str, title: str, results: Iterable[tuple] = ()) -> str:
+    """One page that opens offline: the SVG inline, pan, zoom and a search by name that
+    moves the view to each match in turn (``#search=NAME`` in the address too), no
+    fetch; ``results``, ``(line, node)`` of what check found, in a column beside the
+    picture, each line about a node a link to its box."""
     start = svg.find("<svg")
-    lines = "".join(f"<div>{html.escape(line)}</div>" for line in results)
+    lines = "".join(f'<div class="finding" data-node="{html.escape(node)}">{html.escape(line)}</div>' if node
+                    else f"<div>{html.escape(line)}</div>" for line, node in results)
     panel = f'<div id="results">{lines}</div>' if lines else ""
     return _PAGE.format(title=html.escape(title), svg=svg[start:] if start >= 0 else svg, results=panel)
