@@ -339,3 +339,27 @@ def test_a_search_moves_the_view_to_its_match_and_checks_panel_sits_beside_the_g
     graph_side = image.crop((0, 60, int(1280 * 0.68), 790)).getcolors(maxcolors=1 << 20)
     panel = lambda colours: sum(count for count, colour in colours if colour == (0xff, 0xfb, 0xe6))  # noqa: E731
     assert panel(column) > 0.5 * (1280 - int(1280 * 0.72)) * 730 and panel(graph_side) == 0
+
+
+def test_a_function_bodys_path_is_joined_to_its_callers_inputs_and_outputs(tmp_path):
+    """The TF2 SavedModel's path is one connected path: the signature's input feeds the
+    body nodes that read the matching argument (through two nested calls), and what
+    each body returns feeds its call, up to the signature's output; no edge skips a
+    drawn body."""
+    out = tmp_path / "path.dot"
+    run_cli("show", fixture("tf2_saved_model"), "-o", out)
+    text = out.read_text()
+    edges = [(a, b) for a, b in re.findall(r'^  "([^"]+)" -> "([^"]+)"', text, re.M) if "legend:" not in a]
+    nodes = set(dot_nodes(text))
+    following: dict = {}
+    for source, target in edges:
+        following.setdefault(source, []).append(target)
+    reached, stack = set(), ["serving_default_x"]
+    while stack:
+        name = stack.pop()
+        if name not in reached:
+            reached.add(name)
+            stack += following.get(name, [])
+    assert reached == nodes  # every box lies on the one path from x, the output included
+    assert ("serving_default_x", "PartitionedCall") not in edges  # the body stands for the call's input edge
+    assert not [name for name in nodes if name != "PartitionedCall" and name not in {a for a, _ in edges}]

@@ -213,24 +213,29 @@ def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
             mark, why = "", "behind a StopGradient: the gradient is not taken through it (a bypass routes it)"
         picture.nodes[name] = (node.op, mark, f"{name} ({node.op})" + (f": {why}" if why else ""))
         picture.edges |= {(source, name) for source in inputs[name] if source in on_path}
-        _draw_body(picture, name, called_function(node.op, node.attr), library, saved, set())
+        _draw_body(picture, name, [source if source in on_path else None for source in inputs[name]],
+                   called_function(node.op, node.attr), library, saved, set())
     if len(picture.nodes) > options.max_nodes:
         _collapse(picture)
     return picture
 
 
-def _draw_body(picture: Picture, call: str, function: str, library: dict, saved: dict, seen: set) -> None:
+def _draw_body(picture: Picture, call: str, sources: list, function: str, library: dict, saved: dict,
+               seen: set) -> None:
     """The path through the body of ``function``, which the node ``call`` runs: from
     its arguments to what it returns, drawn in a box of its own inside the picture
-    (names ``CALL|FUNCTION/NODE``), the calls it makes in boxes inside it."""
+    (names ``CALL|FUNCTION/NODE``), the calls it makes in boxes inside it. The path is
+    joined to the caller's: ``sources`` (the call's data inputs as drawn, None for
+    those off the path) feed the nodes that read the matching arguments, and what the
+    body returns feeds ``call``, whose own input edges the body then stands for."""
     if function not in library or function in seen:
         return
     body = library[function]
     nodes = {node.name: node for node in body.node_def}
     inputs = {name: [_name(ref) for ref in node.input if not ref.startswith("^")] for name, node in nodes.items()}
     consumers: dict = {}
-    for name, sources in inputs.items():
-        for source in sources:
+    for name, sources_of in inputs.items():
+        for source in sources_of:
             consumers.setdefault(source, []).append(name)
     arguments = [arg.name for arg in body.signature.input_arg]
     returned = [_name(ref) for ref in body.ret.values()]
@@ -244,11 +249,19 @@ def _draw_body(picture: Picture, call: str, function: str, library: dict, saved:
                                         + (f": {why}" if why else ""))
         drawn.append(prefix + name)
         picture.edges |= {(prefix + source, prefix + name) for source in inputs[name] if source in on_path}
-        if set(inputs[name]) & set(arguments):
-            picture.edges.add((call, prefix + name))
-        _draw_body(picture, prefix + name, called_function(node.op, node.attr), library, saved, seen | {function})
+        for index, argument in enumerate(arguments):
+            if argument in inputs[name]:
+                picture.edges.add((sources[index] if index < len(sources) and sources[index] else call,
+                                   prefix + name))
+        inner = [prefix + source if source in on_path else  # an argument: what the call was given for it
+                 sources[arguments.index(source)] if source in arguments and arguments.index(source) < len(sources)
+                 else None for source in inputs[name]]
+        _draw_body(picture, prefix + name, inner, called_function(node.op, node.attr), library, saved,
+                   seen | {function})
     if drawn:
         picture.bodies[call] = (function, drawn)
+        picture.edges -= {(source, call) for source in sources if source}
+        picture.edges |= {(prefix + name, call) for name in returned if name in on_path}
 
 
 def _reach(starts: Iterable[str], links: dict) -> set:
