@@ -52,6 +52,8 @@ def test_eot_breaks_the_randomised_defence():
     (np.full(100, 12), [], "--labels holds classes 12 to 12; y has 10 (0 to 9)"),
     (None, ["--eps", "-1"], "--eps -1.0: give the L-infinity radius"),
     (None, ["--eps", "0.1", "--x", "classifier/x"], "classifier/logits does not depend on classifier/x"),
+    (None, ["--eps", "0.1", "--y", "classifier/probs"], "classifier/probs is a Softmax of them: give --y "
+                                                        "classifier/logits"),
 ])
 def test_bad_input_is_one_line(tmp_path, labels, extra, words):
     path = LABELS

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import GraphgradError, UsageError
 from ..files.reading import read_model
 from ..methods.batching import in_batches
-from ..methods.options import DEFAULT_TIMEOUT
+from ..methods.options import DEFAULT_TIMEOUT, checked_rows
 from ..methods.pgd import Budget, Outcome, pgd
 from .batches import batching_for
 from .blockers import BlockerContext, find_blockers, surrogates_in
@@ -68,7 +68,7 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
     if len(run.x_tensors) != 1:
         raise UsageError(f"attack perturbs one x; name it with --x (found {', '.join(run.xs)})")
     x, y = run.x_tensors[0], run.y_tensor
-    images, labels = np.asarray(images, dtype=x.dtype.as_numpy_dtype), np.asarray(labels)
+    images, labels = checked_rows(images, x.dtype.as_numpy_dtype, "--input"), np.asarray(labels)
     _refuse_misfit(images, labels, x, y, run.y)
     tf = tensorflow()
     with run.graph.as_default(), tf1_control_flow(run.graph):
@@ -112,18 +112,18 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
 
 def _refuse_misfit(images: Any, labels: Any, x: Any, y: Any, y_name: str) -> None:
     """One line for images, labels or a y the attack cannot use, before it runs."""
-    import numpy as np
 
     if not x.shape.is_compatible_with(images.shape):
         raise UsageError(f"--input has shape {list(images.shape)}, and {x.name} takes {x.shape.as_list()}")
-    if not np.isfinite(images).all():
-        raise UsageError("--input holds NaN or infinity: give finite images")
     if labels.dtype.kind not in "iu" or labels.ndim != 1 or len(labels) != len(images):
         raise UsageError(f"--labels holds {labels.dtype} of shape {list(labels.shape)}: give one integer class "
                          f"index per image of --input ({len(images)})")
     if y.shape.rank != 2:
         raise UsageError(f"attack needs y to be logits of shape [rows, classes]; {y_name} has shape {y.shape}: name "
                          "the logits with --y")
+    if y.op.type in ("Softmax", "Sigmoid"):  # the cross-entropy of probabilities taken as logits is not the loss
+        raise UsageError(f"attack needs the logits, and {y_name} is a {y.op.type} of them: give --y "
+                         f"{y.op.inputs[0].name.removesuffix(':0')}")
     classes = y.shape[-1]
     if classes is not None and (labels.min() < 0 or labels.max() >= classes):
         raise UsageError(f"--labels holds classes {int(labels.min())} to {int(labels.max())}; y has {classes} "
