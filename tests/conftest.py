@@ -55,6 +55,22 @@ def every_method(source, inputs, out, *args) -> dict:
     return ran
 
 
+# headless, and with a virtual time budget: the page's promises settle before the DOM or the picture is taken
+BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=10000"]
+
+
+def chromium():
+    """Debian's headless Chromium, if installed (.ci/run installs it)."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def page_dom(uri: str, profile, size: str = "1280,800") -> str:
+    """The DOM of the page at ``uri`` after its scripts ran, in headless Chromium."""
+    return subprocess.run([chromium(), *BROWSER_FLAGS,
+                           f"--window-size={size}", f"--user-data-dir={profile}", "--dump-dom", uri],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+
+
 def run_cli(*args, expect=0):
     """Run the real graphgrad command in-process; check its exit code (None: any)."""
     result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)

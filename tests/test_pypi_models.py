@@ -2,6 +2,8 @@
 with TensorFlow; skipped, with the reason, where the registry cannot be reached)."""
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -9,7 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import every_method, run_cli
+from conftest import chromium, every_method, page_dom, run_cli
 from tf_helpers import tf
 
 import graphgrad
@@ -278,6 +280,51 @@ def test_show_draws_a_real_tf2_models_path_through_its_nested_calls(basic_pitch,
     # the network's three Relus (the model keeps five traces of each; one is run), two calls deep
     assert len(relus) == 3 and all(line.split('"')[1].count("|") >= 2 for line in relus)
     assert "node(s) on the path" in result.stdout
+
+
+def test_show_draws_a_real_tf2_models_path_as_one_connected_path_from_its_input(basic_pitch, tmp_path):
+    """basic-pitch's serving signature: every box, in every function body the calls
+    run, is reached from the signature's input."""
+    out = tmp_path / "path.dot"
+    run_cli("show", basic_pitch, "--max-nodes", "100000", "-o", out)
+    text = out.read_text()
+    edges = re.findall(r'^  "([^"]+)" -> "([^"]+)"', text, re.M)
+    nodes = {name for name in re.findall(r'^  "([^"]+)" \[', text, re.M) if name != "legend:"}
+    following: dict = {}
+    for source, target in edges:
+        following.setdefault(source, []).append(target)
+    reached, waiting = set(), ["serving_default_input_2"]
+    while waiting:
+        name = waiting.pop()
+        if name not in reached:
+            reached.add(name)
+            waiting += following.get(name, [])
+    assert len(nodes) > 300 and reached == nodes and sum("|" in name for name in nodes) > 250
+
+
+@pytest.mark.skipif(shutil.which("dot") is None or chromium() is None,
+                    reason="needs Graphviz's dot and Debian's chromium (.ci/run installs both)")
+def test_show_draws_retinaface_as_a_picture_a_person_reads_and_opens_its_folded_boxes(retinaface, tmp_path):
+    """retinaface's 1,746 nodes lie under one scope (RetinaFaceModel/): the picture
+    opens it, shows its layers as boxes (MobileNetV2's 628 nodes in one) and its five
+    blockers apart; in headless Chromium, a search for a node deep inside MobileNetV2
+    opens that box's picture in the page and brings the node into the view."""
+    page = tmp_path / "path.html"
+    result = json.loads(run_cli("show", retinaface, "-o", page, "--json").stdout)
+    assert result["nodes"] == 1746 and 10 <= result["boxes"] <= 300
+    assert result["folded"]["RetinaFaceModel/MobileNetV2_extrator/*"] == 628
+    dom = page_dom(page.as_uri(), tmp_path / "profile")
+    assert 10 <= int(re.search(r'data-boxes="(\d+)"', dom)[1]) <= 300
+    assert len(re.findall(r'class="node opens"', dom)) == len(result["folded"])  # each folded box opens on a click
+    deep = "RetinaFaceModel/MobileNetV2_extrator/block_3_project_BN/FusedBatchNormV3"
+    dom = page_dom(page.as_uri() + "#search=" + deep.replace("/", "%2F"), tmp_path / "profile")
+    view = re.search(r'data-view="([^"]*)"', dom)[1]
+    assert view == "RetinaFaceModel/MobileNetV2_extrator/block_3_project_BN" and 'id="count">1 of' in dom
+    left, top, right, bottom = map(int, re.search(r'data-focus="([-\d,]+)"', dom)[1].split(","))
+    assert 0 <= left < right <= 1280 and 40 <= top < bottom <= 800
+    crumbs = re.sub(r"<[^>]+>", "|", re.search(r'<span id="crumbs">(.*?)</span> ', dom)[1])
+    # the trail back to the whole path, each step a link
+    assert crumbs == "|whole path \u203a ||RetinaFaceModel/MobileNetV2_extrator \u203a ||block_3_project_BN|"
 
 
 FEED_SHAPES = ["--shape", "placeholder/inputs=5,2,80", "--shape", "placeholder/fw_state=1,2,896",

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import fixture, run_cli
+from conftest import BROWSER_FLAGS, chromium, fixture, run_cli
 
 BINARY_PATH = ["x", "binarize_input/Sign", "dense1/MatMul", "dense1/Sign", "dense2/MatMul", "dense2/logits"]
 
@@ -21,6 +21,8 @@ def dot_nodes(text: str) -> dict:
     """``{name: (fill colour, tooltip)}`` of a DOT picture's nodes (the legend's left out)."""
     found = {}
     for name, attributes in re.findall(r'^  "([^"]+)" \[(.*)\];$', text, re.M):
+        if name == "legend:":
+            continue
         colour = re.search(r'fillcolor="([^"]+)"', attributes)[1]
         found[name] = (colour, re.search(r'tooltip="((?:[^"\\]|\\.)*)"', attributes)[1])
     return found
@@ -34,7 +36,7 @@ def test_the_path_from_x_to_y_with_its_blockers(tmp_path):
     assert list(nodes) == BINARY_PATH  # the weights' Signs are not on the path from x
     assert nodes["dense1/Sign"] == ("#d62728", "dense1/Sign (Sign): TensorFlow's gradient is zero everywhere")
     assert nodes["dense1/MatMul"][0] == "#ffffff"
-    assert '"legend:blocker"' in out.read_text() and '"legend:override"' not in out.read_text()
+    assert 'ID="legend:blocker"' in out.read_text() and 'ID="legend:override"' not in out.read_text()
 
 
 def test_overrides_and_surrogates_are_marked_with_what_they_are(tmp_path):
@@ -63,15 +65,17 @@ def test_a_defences_integer_cast_is_where_the_gradient_stops_and_a_bypass_shows_
     assert any(colour == "#9467bd" for colour, _ in nodes.values())
 
 
-def test_past_max_nodes_scopes_collapse_but_one_with_a_blocker_stays_open(tmp_path):
+def test_past_max_nodes_scopes_fold_and_a_blocker_keeps_its_own_box(tmp_path):
     out = tmp_path / "path.dot"
     result = run_cli("show", fixture("dense_net.pb"), "--max-nodes", "3", "-o", out)
     nodes = dot_nodes(out.read_text())
-    assert "scope(s) collapsed" in result.stdout
+    assert "drawn as 7 boxes, 2 of them folded" in result.stdout  # nodes outside any scope are never folded
     assert all(name.endswith("/*") or "/" not in name for name in nodes)
     assert re.match(r"l1_dense: \d+ nodes", nodes["l1_dense/*"][1])
     run_cli("show", fixture("binary_net.pb"), "--y", "dense2/logits", "--max-nodes", "3", "-o", out)
-    assert {"dense1/Sign", "binarize_input/Sign"} <= set(dot_nodes(out.read_text()))  # holding blockers: open
+    nodes = dot_nodes(out.read_text())
+    assert {"dense1/Sign", "binarize_input/Sign", "dense1/*"} <= set(nodes)  # the Sign apart from its scope's box
+    assert nodes["dense1/Sign"][0] == "#d62728" and "2 marked drawn apart" in nodes["dense1/*"][1]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -91,9 +95,9 @@ def test_bad_outputs_are_one_line(tmp_path, out, message):
 
 
 def test_without_graphviz_or_when_it_hangs_one_line_and_nothing_written(tmp_path, monkeypatch):
-    import graphgrad.jobs.show as show
+    import graphgrad.jobs.graphviz as graphviz
 
-    monkeypatch.setattr(show.shutil, "which", lambda name: None)
+    monkeypatch.setattr(graphviz.shutil, "which", lambda name: None)
     result = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / "a.svg", expect=1)
     assert "needs Graphviz's dot" in result.stderr and "apt-get install graphviz" in result.stderr
     monkeypatch.undo()
@@ -101,8 +105,8 @@ def test_without_graphviz_or_when_it_hangs_one_line_and_nothing_written(tmp_path
     slow.parent.mkdir()
     slow.write_text(f"#!/bin/sh\nsleep 30 &\necho $! > {tmp_path}/child\nwait\n")  # dot with a child
     slow.chmod(0o755)
-    monkeypatch.setattr(show.shutil, "which", lambda name: str(slow))
-    monkeypatch.setattr(show, "GRAPHVIZ_TIMEOUT", 1.0)
+    monkeypatch.setattr(graphviz.shutil, "which", lambda name: str(slow))
+    monkeypatch.setattr(graphviz, "GRAPHVIZ_TIMEOUT", 1.0)
     started = time.monotonic()
     result = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / "a.html", expect=1)
     assert "took over 1 s" in result.stderr and time.monotonic() - started < 20
@@ -134,10 +138,6 @@ def test_svg_holds_one_element_per_node_with_its_full_name(tmp_path):
     assert [name for name in BINARY_PATH if f'id="node:{name}"' in text] == BINARY_PATH
 
 
-def chromium():
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @needs_graphviz
 @pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (.ci/run installs Debian's "
@@ -151,7 +151,7 @@ def test_the_page_as_a_browser_shows_it(tmp_path):
     run_cli("show", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "-o", page)
     text = page.read_text()
     assert not re.search(r"(src|href)=\"(https?:)?//", text) and "@import" not in text
-    common = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+    common = [chromium(), *BROWSER_FLAGS,
               "--window-size=1000,700", f"--user-data-dir={tmp_path / 'profile'}"]
     shot = tmp_path / "shot.png"
     subprocess.run(common + [f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
@@ -219,7 +219,7 @@ def test_check_html_draws_the_path_with_what_check_measured(tmp_path):
     page = tmp_path / "check.html"
     result = run_cli("check", fixture("quantized_classifier.pb"), "--html", page, expect=1)
     assert f"the gradient path, with what check found: {page}" in result.stdout
-    common = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+    common = [chromium(), *BROWSER_FLAGS,
               "--window-size=1200,800", f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run(common + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
                          check=True).stdout
@@ -318,7 +318,7 @@ def test_a_search_moves_the_view_to_its_match_and_checks_panel_sits_beside_the_g
     source, page = tmp_path / "chain.pb", tmp_path / "chain.html"
     source.write_bytes(chain_graph(200).SerializeToString())
     run_cli("show", source, "--x", "x", "--y", "layer199/Sign", "--max-nodes", "1000", "-o", page)
-    common = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+    common = [chromium(), *BROWSER_FLAGS,
               "--window-size=1280,800", f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run(common + ["--dump-dom", page.as_uri() + "#search=layer190%2F"], capture_output=True,
                          text=True, timeout=120, check=True).stdout

@@ -14,7 +14,8 @@ from .render import echo, echo_json
 @click.option("-o", "--output", "out", required=True, metavar="OUT.html|OUT.svg|OUT.dot", type=click.Path(),
               help="Write the picture there: .dot needs nothing; .svg and .html are laid out by Graphviz's dot.")
 @click.option("--max-nodes", type=click.IntRange(1), default=150, show_default=True,
-              help="Past this many nodes, collapse each name scope into one box (those with a blocker stay open).")
+              help="Draw about this many boxes: name scopes and runs of one op type fold into one box each, "
+                   "opened level by level while the picture stays under N (a marked node keeps its own box).")
 @options.tag_option
 @options.format_option
 @options.json_option
@@ -34,10 +35,11 @@ def show_command(model, xs, y, out, max_nodes, tags, kind, as_json):
     """
     picture = show_model(model, out, ShowOptions(tuple(xs), y, max_nodes, tags, kind))
     marks = sorted({mark for _, mark, _ in picture.nodes.values() if mark})
+    whole = picture.views[0]
     if as_json:
         echo_json({"model": model, "output": out, "nodes": len(picture.nodes), "marks": marks,
-                   "collapsed": picture.collapsed})
+                   "boxes": len(whole.nodes), "folded": whole.folded, "pictures": len(picture.views)})
         return
     echo(f"{model}: {len(picture.nodes)} node(s) on the path -> {out}"
-               + (f"; marked: {', '.join(marks)}" if marks else "")
-               + (f"; {len(picture.collapsed)} scope(s) collapsed" if picture.collapsed else ""))
+         + (f"; marked: {', '.join(marks)}" if marks else "")
+         + (f"; drawn as {len(whole.nodes)} boxes, {len(whole.folded)} of them folded" if whole.folded else ""))

@@ -9,27 +9,26 @@ types whose TensorFlow gradient is None or zero, casts to integers). What only a
 run can tell (a zero gradient on this feed) is ``check``'s.
 """
 
-import html
 import os
-import shutil
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..names import BYPASS, EMBED_SPEC, GROUP, SERVING_DEFAULT, SOURCE
 from ..edits.summary import DANGLING, classify_override
-from ..errors import GraphgradError, UsageError
+from ..errors import UsageError
 from ..files.outputs import Output, model_files, refuse_outputs_over_inputs
 from ..files.reading import read_model
 from ..files.writing import write_chunks
+from .folding import View, fold
+from .graphviz import layout
+from .page import to_html
 from ..graph.functions import called_function, saved_gradients
 from ..graph.tensors import unknown_tensor
 from ..graph.model import SAVEDMODEL, Model, meta_graphs_of, override_of, signatures_of
 from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
 
 FORMATS = (".dot", ".svg", ".html")
-GRAPHVIZ_TIMEOUT = 120.0  # seconds dot may take to lay out a path
 LAYOUT_LIMIT = 5000  # boxes a laid-out picture may hold: past it, dot takes minutes and no one reads it
 INTEGER_TYPES = {3, 4, 5, 6, 9, 10, 17, 22, 23}  # DataType: int32, uint8, int16, int8, int64, bool, uint16, ...
 
@@ -41,14 +40,15 @@ MARKS = {
     "surrogate": ("#2ca02c", "an --embed surrogate or an inserted gradient"),
     "bypass": ("#9467bd", "a bypass (BPDA): the region's gradient goes around it"),
     "intended": ("#7f7f7f", "stopped on purpose (tf.nn.moments' StopGradient)"),
-    "scope": ("#bcbd22", "a name scope collapsed into one box"),
+    "scope": ("#bcbd22", "a name scope folded into one box"),
+    "run": ("#dbdb8d", "a run of one op type folded into one box"),
 }
 
 
 @dataclass(frozen=True)
 class ShowOptions:
     """What ``graphgrad show`` draws: the path from ``x`` to ``y`` (either may be
-    None: from the inputs, to the outputs), scopes collapsed past ``max_nodes``."""
+    None: from the inputs, to the outputs), folded to about ``max_nodes`` boxes."""
 
     x: tuple = ()
     y: str | None = None
@@ -65,8 +65,8 @@ class Picture:
 
     nodes: dict = field(default_factory=dict)  # name -> (op type, mark or "", tooltip)
     edges: set = field(default_factory=set)  # (from, to)
-    collapsed: dict = field(default_factory=dict)  # scope -> count of nodes inside
     bodies: dict = field(default_factory=dict)  # call node -> (function, names drawn inside its box)
+    views: list = field(default_factory=list)  # the pictures drawn (folding.View), the whole path's first
 
 
 @dataclass
@@ -121,16 +121,22 @@ def show_model(path: str, out: str, options: ShowOptions, findings: Findings | N
     picture = path_picture(_graph_def(model, options.tags), _with_signature(model, options))
     if findings is not None:
         _mark_findings(picture, findings)
-    if extension != ".dot" and len(picture.nodes) > LAYOUT_LIMIT:
-        raise UsageError(f"{len(picture.nodes)} boxes on the path, even with its name scopes collapsed: more than a "
+    views = fold(picture.nodes, picture.edges, picture.bodies, options.max_nodes, LAYOUT_LIMIT)
+    picture.views = views if extension == ".html" else views[:1]  # only the page opens folded boxes
+    whole = views[0]
+    if extension != ".dot" and len(whole.nodes) > LAYOUT_LIMIT:
+        raise UsageError(f"{len(whole.nodes)} boxes on the path, even with its name scopes folded: more than a "
                          f"picture shows ({LAYOUT_LIMIT}); narrow it with --x and --y, or write .dot")
-    dot = to_dot(picture)
     if extension == ".dot":
-        write_chunks(out, [dot.encode()])
+        write_chunks(out, [to_dot(whole).encode()])
+    elif extension == ".svg":
+        write_chunks(out, [layout([to_dot(whole)])[0].encode()])
     else:
-        svg = layout(dot)
-        page = to_html(svg, path, findings.results if findings else ())
-        write_chunks(out, [(svg if extension == ".svg" else page).encode()])
+        svgs = layout([to_dot(view, legend=False) for view in views])
+        legend = [(mark, MARKS[mark][0], _text_colour(mark), MARKS[mark][1])
+                  for mark in MARKS if any(mark in marks_used(view) for view in views)]
+        page = to_html(list(zip(views, svgs)), path, legend, findings.results if findings else ())
+        write_chunks(out, [page.encode()])
     return picture
 
 
@@ -215,8 +221,6 @@ def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
         picture.edges |= {(source, name) for source in inputs[name] if source in on_path}
         _draw_body(picture, name, [source if source in on_path else None for source in inputs[name]],
                    called_function(node.op, node.attr), library, saved, set())
-    if len(picture.nodes) > options.max_nodes:
-        _collapse(picture)
     return picture
 
 
@@ -311,31 +315,6 @@ def _moments_stop(node, nodes: dict) -> bool:
                for other in nodes.values())
 
 
-def _collapse(picture: Picture) -> None:
-    """Name scopes into one box each, but those holding a blocker (kept open)."""
-    scope_of = {name: name.split("/")[0] if "/" in name else "" for name in picture.nodes}
-    open_scopes = {scope_of[name] for name, (_, mark, _) in picture.nodes.items() if mark == "blocker"}
-    box = {name: scope for name, scope in scope_of.items() if scope and scope not in open_scopes}
-    kept: dict = {}
-    for name, value in picture.nodes.items():
-        if name in box:
-            scope = box[name]
-            picture.collapsed[scope] = picture.collapsed.get(scope, 0) + 1
-            marks = kept.get(f"{scope}/*", ("scope", "scope", ""))[2]
-            mark = value[1]
-            kept[f"{scope}/*"] = ("scope", "scope", marks + (f" {mark}" if mark and mark not in marks else ""))
-        else:
-            kept[name] = value
-    for scope, count in picture.collapsed.items():
-        marks = kept[f"{scope}/*"][2].split()
-        kept[f"{scope}/*"] = ("scope", "scope", f"{scope}: {count} nodes" + (f" ({', '.join(marks)})" if marks
-                                                                            else ""))
-    picture.edges = {(box.get(a, a) + "/*" if a in box else a, box.get(b, b) + "/*" if b in box else b)
-                     for a, b in picture.edges}
-    picture.edges = {(a, b) for a, b in picture.edges if a != b}
-    picture.nodes = kept
-
-
 def _short(name: str, limit: int = 28) -> str:
     return name if len(name) <= limit else "..." + name[-(limit - 3):]
 
@@ -346,145 +325,45 @@ DOT_PIECE = 4000
 
 
 def _quoted(text: str) -> str:
+    if len(text) <= DOT_PIECE:  # nearly every name: one piece
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return " + ".join('"' + text[start:start + DOT_PIECE].replace("\\", "\\\\").replace('"', '\\"') + '"'
                       for start in range(0, max(len(text), 1), DOT_PIECE))
 
 
 def _text_colour(mark: str) -> str:
-    return "white" if mark and mark not in ("scope", "intended") else "black"
+    return "white" if mark and mark not in ("scope", "run", "intended") else "black"
 
 
-def to_dot(picture: Picture) -> str:
-    """The picture in Graphviz's DOT language, with a legend of the marks it uses."""
+def to_dot(view: View, legend: bool = True) -> str:
+    """One picture in Graphviz's DOT language, with (``legend``) a small legend of the
+    marks it uses, in one box."""
     lines = ["digraph gradient_path {", "  rankdir=TB;",
              '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];']
-    for name, (op, mark, tooltip) in picture.nodes.items():
+    for name, (top, bottom, mark, tooltip) in view.nodes.items():
         colour = MARKS[mark][0] if mark else "#ffffff"
-        shown = name.rsplit("|", 1)[-1].split("/", 1)[-1] if "|" in name else name  # in a body: its own name
-        label = _quoted(_short(op))[:-1] + "\\n" + _quoted(_short(shown))[1:]  # two lines: DOT's own \n
+        label = _quoted(_short(top))[:-1] + "\\n" + _quoted(_short(bottom))[1:]  # two lines: DOT's own \n
         lines.append(f"  {_quoted(name)} [label={label}, tooltip={_quoted(tooltip)}, fillcolor={_quoted(colour)}, "
                      f"fontcolor={_text_colour(mark)}, id={_quoted('node:' + name)}];")
-    for index, (call, (function, names)) in enumerate(sorted(picture.bodies.items())):
+    for index, (call, (function, names)) in enumerate(sorted(view.bodies.items())):
         lines.append(f'  subgraph cluster_body_{index} {{ label={_quoted(function + " (run by " + call + ")")}; '
                      'style="dashed"; fontname="Helvetica"; fontsize=9;')
-        lines += [f"    {_quoted(name)};" for name in names if name in picture.nodes]
+        lines += [f"    {_quoted(name)};" for name in names]
         lines.append("  }")
-    for source, target in sorted(picture.edges):
+    for source, target in sorted(view.edges):
         style = " [style=dashed]" if "|" in target and "|" not in source else ""
         lines.append(f"  {_quoted(source)} -> {_quoted(target)}{style};")
-    used = [mark for mark in MARKS if any(value[1] == mark for value in picture.nodes.values())]
-    if used:
-        lines.append('  subgraph cluster_legend { label="legend"; fontname="Helvetica"; fontsize=10;')
-        for mark in used:
-            colour, meaning = MARKS[mark]
-            lines.append(f"    {_quoted('legend:' + mark)} [label={_quoted(mark + ': ' + meaning)}, "
-                         f"fillcolor={_quoted(colour)}, fontcolor={_text_colour(mark)}, shape=box, "
-                         f"id={_quoted('legend:' + mark)}];")
-        for above, below in zip(used, used[1:]):  # stacked, one mark a line
-            lines.append(f"    {_quoted('legend:' + above)} -> {_quoted('legend:' + below)} [style=invis];")
-        lines.append("  }")
+    used = marks_used(view)
+    if legend and used:  # one small box of coloured words, each with its meaning on hover
+        cells = "".join(f'<TD ID="legend:{mark}" BGCOLOR="{MARKS[mark][0]}" TOOLTIP="{MARKS[mark][1]}">'
+                        f'<FONT COLOR="{_text_colour(mark)}" POINT-SIZE="8">{mark}</FONT></TD>' for mark in used)
+        lines.append(f'  "legend:" [shape=plaintext, style="", id="legend", tooltip="what the colours mean", '
+                     f'label=<<TABLE BORDER="0" CELLSPACING="2" CELLPADDING="2"><TR>{cells}</TR></TABLE>>];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def layout(dot: str) -> str:
-    """SVG laid out by Graphviz's ``dot`` (on PATH), stopped after GRAPHVIZ_TIMEOUT."""
-    program = shutil.which("dot")
-    if program is None:
-        raise GraphgradError("drawing .svg or .html needs Graphviz's dot, which is not on PATH: install it "
-                             "(apt-get install graphviz, brew install graphviz), or write .dot")
-    # In a process group of its own, ended whole: dot (or a wrapper script named dot) may have
-    # children, which would outlive it and hold its pipes open.
-    process = subprocess.Popen([program, "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        svg, errors = process.communicate(dot, timeout=GRAPHVIZ_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        _end_group(process)
-        raise GraphgradError(f"Graphviz's dot took over {GRAPHVIZ_TIMEOUT:g} s to lay out the path and was "
-                             "stopped; draw fewer nodes (--max-nodes) or write .dot") from None
-    except BaseException:  # Ctrl-C, or anything else: no dot left running
-        _end_group(process)
-        raise
-    if process.returncode:
-        raise GraphgradError(f"Graphviz's dot failed: {errors.strip()[:300]}")
-    return svg
-
-
-def _end_group(process: subprocess.Popen) -> None:
-    """Kill ``process`` and every process of its group, and reap it."""
-    import signal
-
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.communicate()
-
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>gradient path of {title}</title>
-<style>
-body {{ margin: 0; font-family: Helvetica, Arial, sans-serif; }}
-#bar {{ position: fixed; top: 0; left: 0; right: 0; padding: 6px; background: #f4f4f4; border-bottom: 1px solid #ccc;
-        white-space: nowrap; overflow: hidden; }}
-#view {{ position: absolute; top: 40px; left: 0; right: 0; bottom: 0; overflow: hidden; cursor: grab; }}
-#results {{ position: fixed; top: 40px; right: 0; bottom: 0; width: 30%; overflow: auto; padding: 6px 10px;
-            background: #fffbe6; border-left: 1px solid #ccc; font-size: 13px; z-index: 1; box-sizing: border-box; }}
-#results ~ #view {{ right: 30%; }}
-#results div {{ margin: 0 0 6px; }}
-#results .finding {{ color: #0645ad; cursor: pointer; text-decoration: underline; }}
-#view svg {{ transform-origin: 0 0; }}
-g.node.found polygon, g.node.found path {{ stroke: #ff7f0e; stroke-width: 4px; }}
-</style></head><body>
-<div id="bar">gradient path of <b>{title}</b> &nbsp; <input id="search" placeholder="search a node name" size="40">
-<span id="count"></span> &nbsp; Enter: next match; drag to pan, wheel to zoom</div>
-{results}<div id="view">{svg}</div>
-<script>
-const view = document.getElementById("view"), svg = view.querySelector("svg");
-let scale = 1, x = 0, y = 0, drag = null;
-function place() {{ svg.style.transform = `translate(${{x}}px, ${{y}}px) scale(${{scale}})`; }}
-view.addEventListener("wheel", e => {{ e.preventDefault(); const f = e.deltaY < 0 ? 1.15 : 1 / 1.15;
-  x = e.offsetX - (e.offsetX - x) * f; y = e.offsetY - (e.offsetY - y) * f; scale *= f; place(); }});
-view.addEventListener("mousedown", e => {{ drag = [e.clientX - x, e.clientY - y]; }});
-window.addEventListener("mouseup", () => {{ drag = null; }});
-window.addEventListener("mousemove", e => {{
-  if (drag) {{ x = e.clientX - drag[0]; y = e.clientY - drag[1]; place(); }} }});
-let found = [], current = -1;
-function focus(node) {{  // the box's centre to the view's centre; where it now is, for tests
-  const box = node.getBoundingClientRect(), frame = view.getBoundingClientRect();
-  x += frame.left + frame.width / 2 - (box.left + box.width / 2);
-  y += frame.top + frame.height / 2 - (box.top + box.height / 2); place();
-  const now = node.getBoundingClientRect();
-  document.body.dataset.focus = [now.left, now.top, now.right, now.bottom].map(Math.round).join(","); }}
-function step() {{
-  if (!found.length) return; current = (current + 1) % found.length; focus(found[current]);
-  document.getElementById("count").textContent = `${{current + 1}} of ${{found.length}}`; }}
-function search(text) {{
-  text = text.toLowerCase(); found = []; current = -1;
-  for (const node of svg.querySelectorAll("g.node")) {{
-    const name = node.querySelector("title").textContent.toLowerCase();
-    const hit = Boolean(text) && name.includes(text); node.classList.toggle("found", hit); if (hit) found.push(node); }}
-  document.getElementById("count").textContent = text ? (found.length ? "" : "0 found") : ""; step(); }}
-const box = document.getElementById("search");
-box.addEventListener("input", e => search(e.target.value));
-box.addEventListener("keydown", e => {{ if (e.key === "Enter") step(); }});
-for (const line of document.querySelectorAll("#results .finding")) {{
-  line.addEventListener("click", () => {{ const node = document.getElementById("node:" + line.dataset.node);
-    if (node) {{ found = [node]; current = -1; step(); }} }}); }}
-if (location.hash.startsWith("#search=")) {{  // a link to a node: page.html#search=NAME
-  box.value = decodeURIComponent(location.hash.slice(8)); search(box.value); }}
-</script></body></html>
-"""
-
-
-def to_html(svg: str, title: str, results: Iterable[tuple] = ()) -> str:
-    """One page that opens offline: the SVG inline, pan, zoom and a search by name that
-    moves the view to each match in turn (``#search=NAME`` in the address too), no
-    fetch; ``results``, ``(line, node)`` of what check found, in a column beside the
-    picture, each line about a node a link to its box."""
-    start = svg.find("<svg")
-    lines = "".join(f'<div class="finding" data-node="{html.escape(node)}">{html.escape(line)}</div>' if node
-                    else f"<div>{html.escape(line)}</div>" for line, node in results)
-    panel = f'<div id="results">{lines}</div>' if lines else ""
-    return _PAGE.format(title=html.escape(title), svg=svg[start:] if start >= 0 else svg, results=panel)
+def marks_used(view: View) -> list:
+    """The marks ``view`` draws, in the legend's order."""
+    drawn = {mark for _, _, mark, _ in view.nodes.values()}
+    return [mark for mark in MARKS if mark in drawn]
