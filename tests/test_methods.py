@@ -145,6 +145,33 @@ def test_pgd_stays_in_the_ball_and_the_range_and_breaks_a_linear_model():
     assert np.abs(masked.adversarial - images).max() <= 0.3 and masked.gradient_runs == 30
 
 
+def test_pgd_keeps_each_rows_most_adversarial_step_or_its_last():
+    """keep="last" is the final step, as ART's and foolbox's PGD return it; "best"
+    is never weaker."""
+    rng = np.random.default_rng(1)
+    weights = rng.normal(size=(6, 3))
+    images = rng.uniform(0, 1, (200, 6))
+    labels = (images @ weights).argmax(axis=1)
+
+    def gradient_at(points, truth):
+        logits = points @ weights
+        chances = np.exp(logits - logits.max(1, keepdims=True))
+        chances /= chances.sum(1, keepdims=True)
+        chances[np.arange(len(points)), truth] -= 1
+        return chances @ weights.T
+
+    scores = lambda points: points @ weights  # noqa: E731
+    best = pgd(images, labels, Budget(0.1, steps=20), gradient_at, scores)
+    last = pgd(images, labels, Budget(0.1, steps=20, keep="last"), gradient_at, scores)
+    assert best.attacked_correct.mean() <= last.attacked_correct.mean() < 1
+    one = pgd(images, labels, Budget(0.1, steps=1, keep="last"), gradient_at, scores)
+    low, high = np.maximum(images - 0.1, 0), np.minimum(images + 0.1, 1)
+    start = np.clip(images + np.random.default_rng(0).uniform(-0.1, 0.1, images.shape), low, high)
+    np.testing.assert_allclose(one.adversarial, np.clip(start + 0.25 * np.sign(gradient_at(start, labels)), low, high))
+    with pytest.raises(UsageError, match="--keep first: give one of best, last"):
+        Budget(0.1, keep="first")
+
+
 @pytest.mark.parametrize("arguments, words", [
     ({"eps": -0.1}, "--eps -0.1: give the L-infinity radius, at least 0"),
     ({"eps": 0.1, "steps": 0}, "give at least 1 of each"),

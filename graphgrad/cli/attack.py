@@ -7,7 +7,7 @@ from ..errors import UsageError
 from ..files.arrays import load_array, save_array
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..jobs.deadline import run_until
-from ..methods.pgd import Budget
+from ..methods.pgd import KEEPS, Budget
 from . import options
 from .render import echo, echo_json, tensorflow_quiet
 
@@ -29,13 +29,16 @@ from .render import echo, echo_json, tensorflow_quiet
 @click.option("--range", "valid_range", default="0,1", show_default=True, metavar="LOW,HIGH",
               help="The valid pixel values: images are kept inside them.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random start.")
+@click.option("--keep", type=click.Choice(KEEPS), default="best", show_default=True,
+              help="Judge each image at its most adversarial step (best), or at its last step (last: what ART's and "
+              "foolbox's PGD return, to compare with them).")
 @click.option("--x", metavar="TENSOR", help="The input to perturb (default: as check finds it).")
 @click.option("--y", metavar="TENSOR", help="The logits, of shape [rows, classes] (default: as check finds it).")
 @click.option("-o", "--output", "out", metavar="ADVERSARIAL.npy", type=click.Path(),
               help="Write the adversarial images there.")
 @options.run_options
-def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, eval_runs, valid_range, seed, x, y,
-                   out, tags, checkpoint, allow_effects, timeout, kind, as_json):
+def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, eval_runs, valid_range, seed, keep, x,
+                   y, out, tags, checkpoint, allow_effects, timeout, kind, as_json):
     """Accuracy under an L-infinity PGD attack, BPDA and EOT included (needs TensorFlow).
 
     PGD with a random start, on the graph's own gradients of the cross-entropy of
@@ -55,7 +58,7 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
     from ..tf.attack import AttackOptions, attack_model
 
     low, high = _range(valid_range)
-    budget = Budget(eps, steps, step_size, eot, low, high, seed, eval_runs)
+    budget = Budget(eps, steps, step_size, eot, low, high, seed, eval_runs, keep)
     if out and not out.endswith(".npy"):
         raise UsageError(f"-o {out}: adversarial images are written as .npy; name a file ending in .npy")
     refuse_outputs_over_inputs(
@@ -75,6 +78,7 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
     echo(f"{model}: d {report.y} / d {report.x}, L-infinity PGD, eps {report.eps:g}, {report.steps} steps of "
          f"{report.step_size:.4g}" + (f", EOT over {report.eot} runs" if report.eot > 1 else "")
          + (f", judged over {report.judge_runs} runs" if report.judge_runs > 1 else "")
+         + (", each image at its last step" if report.keep == "last" else "")
          + (f" -> {out}" if out else ""),
          f"  clean accuracy          {report.clean_accuracy:7.1%}  ({report.rows} images)",
          f"  accuracy under attack   {report.attacked_accuracy:7.1%}",

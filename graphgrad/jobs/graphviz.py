@@ -63,7 +63,8 @@ def _cores() -> int:
 
 def _shares(dots: list, count: int) -> list:
     """``dots`` in ``count`` runs of consecutive pictures, about alike in size."""
-    total, shares, size = sum(map(len, dots)), [[]], 0
+    shares: list[list[str]] = [[]]
+    total, size = sum(map(len, dots)), 0
     for dot in dots:
         if size >= total * len(shares) / count and len(shares) < count:
             shares.append([])

@@ -10,7 +10,7 @@ from ..errors import GraphgradError, ModelReadError, UsageError
 from ..files.reading import read_model, read_small_file
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..files.writing import replaced_directory, write_chunks
-from ..graph.hints import close_names
+from ..graph.tensors import unknown_tensor
 from ..graph.model import Model
 
 
@@ -66,15 +66,13 @@ def freeze(source: str, out: str, outputs: tuple = ()) -> int:
 
 
 def _refuse_unknown_outputs(outputs: tuple, graph_def) -> None:
-    """``--outputs`` that name no node of the graph, refused with the names close to them."""
-    names = {node.name for node in graph_def.node}
+    """``--outputs`` that name no tensor of the graph, refused with the close names
+    (the check show, check and attribute make of their tensors)."""
+    nodes = {node.name: node for node in graph_def.node}
     for tensor in outputs:
-        node, _, index = tensor.partition(":")
-        if node in names and (not index or index.isdigit()):
-            continue
-        close = close_names(node, sorted(names))
-        hint = f"; close names: {', '.join(close)}" if close else ""
-        raise UsageError(f"--outputs {tensor}: the checkpoint's graph has no node {node!r}{hint}")
+        wrong = unknown_tensor(nodes, tensor)
+        if wrong:
+            raise UsageError(f"--outputs {tensor}: {wrong} (the checkpoint's)")
 
 
 def _checkpoint_files(source: str) -> tuple[str, str]:

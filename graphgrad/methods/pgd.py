@@ -8,8 +8,9 @@ back into the ball and the valid range. The gradient is the mean of ``eot`` runs
 run), and the class probabilities are the mean of ``judges`` runs' softmax (``eot``'s
 by default), so that a randomised defence is judged by what it does on average, not
 by one draw. Each
-row keeps the point of all its steps at which its true class was least likely:
-accuracy under attack is over those points.
+row keeps the point of all its steps at which its true class was least likely
+(``keep="best"``), or its last step's (``keep="last"``, what ART's and foolbox's
+PGD return): accuracy under attack is over those points.
 """
 
 import math
@@ -22,12 +23,16 @@ import numpy as np
 from ..errors import UsageError
 
 
+KEEPS = ("best", "last")
+
+
 @dataclass(frozen=True)
 class Budget:
     """The attack's parameters: ``eps`` (the L-infinity radius), ``steps``, their
     ``step_size`` (default 2.5 eps / steps, as Madry et al.), ``eot`` gradient runs
     per step, ``low``/``high`` (the valid pixel range), ``seed`` of the random start,
-    ``judge_runs`` averaged for each classification (None: ``eot``)."""
+    ``judge_runs`` averaged for each classification (None: ``eot``), which point each
+    row ``keep``s: its most adversarial step's ("best") or its last step's ("last")."""
 
     eps: float
     steps: int = 100
@@ -37,8 +42,11 @@ class Budget:
     high: float = 1.0
     seed: int = 0
     judge_runs: int | None = None
+    keep: str = "best"
 
     def __post_init__(self) -> None:
+        if self.keep not in KEEPS:
+            raise UsageError(f"--keep {self.keep}: give one of {', '.join(KEEPS)}")
         if not 0 <= self.eps < math.inf:
             raise UsageError(f"--eps {self.eps}: give the L-infinity radius, at least 0 (e.g. 0.03)")
         if self.steps < 1 or self.eot < 1 or (self.judge_runs is not None and self.judge_runs < 1):
@@ -94,8 +102,11 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
             if found is not None:
                 gradient += np.asarray(found, dtype=np.float64)
         current = np.clip(current + budget.size * np.sign(gradient), low, high).astype(images.dtype)
-        chance = probabilities(current)[rows, labels]
-        better = chance < least
-        held[better], least[better] = current[better], chance[better]
+        if budget.keep == "best":
+            chance = probabilities(current)[rows, labels]
+            better = chance < least
+            held[better], least[better] = current[better], chance[better]
+    if budget.keep == "last":
+        held = current
     attacked = probabilities(held)
     return Outcome(held, clean.argmax(axis=-1) == labels, attacked.argmax(axis=-1) == labels, runs)

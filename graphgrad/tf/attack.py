@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GraphgradError, UsageError
+from ..errors import UsageError
 from ..files.reading import read_model
 from ..methods.batching import in_batches
 from ..methods.options import DEFAULT_TIMEOUT, checked_rows
@@ -16,7 +16,7 @@ from ..methods.pgd import Budget, Outcome, pgd
 from .batches import batching_for
 from .blockers import BlockerContext, find_blockers, surrogates_in
 from ..graph.functions import first_names
-from .loading import loaded_graph_def, prepare_run, tensorflow_says, unfed_inputs
+from .loading import loaded_graph_def, prepare_run, run_by_deadline, unfed_inputs
 from .paths import ancestors_of_ops, between
 from .runtime import tensorflow, tf1_control_flow
 
@@ -44,6 +44,7 @@ class AttackReport:
     step_size: float
     eot: int
     judge_runs: int
+    keep: str
     rows: int
     clean_accuracy: float = 0.0
     attacked_accuracy: float = 0.0
@@ -76,24 +77,19 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
         loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=truth, logits=y))
         [gradient] = tf.compat.v1.gradients(loss, [x])
     report = AttackReport(path, run.xs[0], run.y, budget.eps, budget.steps, budget.size, budget.eot, budget.judges,
-                          len(images))
+                          budget.keep, len(images))
     _refuse_disconnected(run, x, y)
     path_ops = between([x], y, only_differentiable=True)
     if gradient is None:
         report.blockers = _blockers(run, model, x, y, path_ops)
     batching = batching_for(x, path_ops, images[:1].nbytes)
     deadline = started + options.timeout
+    stopped = (f"{path}: the attack took over {options.timeout:g} s and was stopped; give it longer with "
+               "--timeout SECONDS")
 
     def evaluate(fetch: Any, points: Any, rows: Any = None) -> Any:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise GraphgradError(f"{path}: the attack took over {options.timeout:g} s and was stopped; give it "
-                                 "longer with --timeout SECONDS")
         fed = {x: points} if rows is None else {x: points, truth: rows}
-        try:
-            return run.session.run(fetch, fed)
-        except (ValueError, tf.errors.OpError) as error:
-            raise GraphgradError(f"{path}: TensorFlow says: {tensorflow_says(error)}") from None
+        return run_by_deadline(run.session, fetch, fed, deadline, stopped, path)
 
     def gradient_at(points: Any, rows: Any) -> Any:
         if gradient is None:

@@ -47,7 +47,8 @@ from .coverage import PASS_THROUGH, op_types_run, products
 from .batches import adds_its_batch, batching_for
 from .cam import cam_layer, grad_cam, image_size
 from .check import summed_softmax, tensor_entry
-from .loading import given_feeds, prepare_run, refuse_unfed_pipelines, tensorflow_says, training_flags, unfed_inputs
+from .loading import (given_feeds, prepare_run, refuse_unfed_pipelines, run_by_deadline, training_flags,
+                      unfed_inputs)
 from .paths import ops_between
 from .runtime import tensorflow, tf1_control_flow
 
@@ -382,21 +383,12 @@ class Runs:
 
     def evaluate(self, fetch: Any, value: Any, origins: Any = None) -> Any:
         explainer = self.explainer
-        tf, run = explainer.tf, explainer.run
-        remaining = self.deadline - time.monotonic()
-        options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000)))
         fed = {**explainer.feed, explainer.x: value[0] if explainer.one_example else value}
         if self.targets is not None and origins is not None:
             fed[self.row_targets] = self.targets[origins]
-        try:
-            if remaining <= 0:
-                raise tf.errors.DeadlineExceededError(None, None, "")
-            return run.session.run(fetch, fed, options=options)
-        except tf.errors.DeadlineExceededError:
-            raise GraphgradError(f"{explainer.path}: the runs took over {self.timeout:g} s and were stopped; give "
-                                 "them longer with --timeout SECONDS") from None
-        except (ValueError, tf.errors.OpError) as error:
-            raise GraphgradError(f"{explainer.path}: TensorFlow says: {tensorflow_says(error)}") from None
+        return run_by_deadline(explainer.run.session, fetch, fed, self.deadline,
+                               f"{explainer.path}: the runs took over {self.timeout:g} s and were stopped; give them "
+                               "longer with --timeout SECONDS", explainer.path)
 
     def gradient_at(self, value: Any, origins: Any) -> Any:
         found = self.evaluate(self.gradient, value, origins)

@@ -457,6 +457,25 @@ def tensorflow_says(error: Exception, limit: int = 400) -> str:
     return said if len(said) <= limit else said[:limit - 3] + "..."
 
 
+def run_by_deadline(session: Any, fetch: Any, feed: dict, deadline: float, stopped: str, source: str) -> Any:
+    """``session.run(fetch, feed)``, stopped by TensorFlow itself at ``deadline`` (a
+    ``time.monotonic()``; ``stopped`` is then the one-line error), its errors one
+    line naming ``source``."""
+    import time
+
+    import tensorflow as tf
+
+    remaining = deadline - time.monotonic()
+    try:
+        if remaining <= 0:
+            raise tf.errors.DeadlineExceededError(None, None, "")
+        return session.run(fetch, feed, options=tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000))))
+    except tf.errors.DeadlineExceededError:
+        raise GraphgradError(stopped) from None
+    except (ValueError, tf.errors.OpError) as error:
+        raise GraphgradError(f"{source}: TensorFlow says: {tensorflow_says(error)}") from None
+
+
 def _import_meta_graph(tf, meta_graph_def):
     """``import_meta_graph`` with devices cleared; the ``_output_shapes`` hints old TF1
     checkpoints carry dropped when TensorFlow refuses them as stale. Returns the saver."""
