@@ -10,6 +10,7 @@ which the page opens on a click.
 """
 
 import sys
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -51,7 +52,6 @@ class _Path:
     """The path's nodes and edges, grouped."""
 
     nodes: dict  # name -> (op, mark, tooltip)
-    edges: set
     bodies: dict
     groups: dict  # key -> _Group
     chain: dict  # node -> keys of the groups holding it, outermost first ("" the whole path)
@@ -66,23 +66,22 @@ def fold(nodes: dict, edges: set, bodies: dict, budget: int, limit: int) -> list
     gets none (its tooltip says so)."""
     path = _grouped(nodes, edges, bodies)
     views: list[View] = []
-    waiting, parents = [""], {"": ""}
+    waiting, parents = deque([""]), {"": ""}
     while waiting:
-        key = waiting.pop(0)
+        key = waiting.popleft()
         view = _view(path, key, budget, limit if key else sys.maxsize)  # the whole path's is always drawn
         if view is None:
             continue
         view.parent = parents[key]
         views.append(view)
         for box in view.folded:
-            inside = box[:-2] if box.endswith("/*") else box  # a scope's box SCOPE/*, a run's its key
+            inside = _group_key(box)
             if inside not in parents:
                 parents[inside] = key
                 waiting.append(inside)
     drawn = {view.key for view in views}
     for view in views:
-        view.opens = {box: key for box in view.folded for key in [box[:-2] if box.endswith("/*") else box]
-                      if key in drawn}
+        view.opens = {box: _group_key(box) for box in view.folded if _group_key(box) in drawn}
         for box in view.folded:
             top, bottom, mark, tooltip = view.nodes[box]
             view.nodes[box] = (top, bottom, mark, tooltip + ("; in the .html page a click opens it"
@@ -90,6 +89,11 @@ def fold(nodes: dict, edges: set, bodies: dict, budget: int, limit: int) -> list
                                                              f"; more than {limit} boxes inside: narrow the "
                                                              "path with --x and --y to draw them"))
     return views
+
+
+def _group_key(box: str) -> str:
+    """The group a folded box stands for: a scope's box is SCOPE/*, a run's its key."""
+    return box[:-2] if box.endswith("/*") else box
 
 
 def _grouped(nodes: dict, edges: set, bodies: dict) -> _Path:
@@ -128,7 +132,7 @@ def _grouped(nodes: dict, edges: set, bodies: dict) -> _Path:
             groups[key].size += 1
             groups[key].unpinned += 0 if pinned else 1
         groups[keys[-1]].loose += 0 if pinned else 1
-    return _Path(nodes, edges, bodies, groups, chain, under, targets)
+    return _Path(nodes, bodies, groups, chain, under, targets)
 
 
 def _runs(members: list, nodes: dict, sources_of: dict, targets_of: dict) -> Iterator[list]:
@@ -214,7 +218,7 @@ def _folded_box(group: _Group) -> tuple:
 
 def _frame_of(box: str, bodies: dict) -> str | None:
     """The call whose function's body frame holds ``box`` (the innermost), if any."""
-    name = box[:-2] if box.endswith("/*") else box  # a folded scope: where the scope is
+    name = _group_key(box)  # a folded scope: where the scope is
     while "|" in name:
         call, function = name[:name.rfind("|")], name[name.rfind("|") + 1:].split("/")[0]
         if name != f"{call}|{function}" and call in bodies:

@@ -61,7 +61,7 @@ class ShowOptions:
 
 @dataclass
 class Picture:
-    """The path as drawn: each node (or collapsed scope) with its mark."""
+    """The path: each node with its mark, and the pictures drawn of it (folded)."""
 
     nodes: dict = field(default_factory=dict)  # name -> (op type, mark or "", tooltip)
     edges: set = field(default_factory=set)  # (from, to)
