@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,23 @@ def page_dom(uri: str, profile, size: str = "1280,800") -> str:
     return subprocess.run([chromium(), *BROWSER_FLAGS,
                            f"--window-size={size}", f"--user-data-dir={profile}", "--dump-dom", uri],
                           capture_output=True, text=True, timeout=120, check=True).stdout
+
+
+def dot_boxes_reached(text: str, start: str) -> tuple[set, set, list]:
+    """Of a DOT picture: its boxes (the legend left out), those reached from ``start``
+    along its edges, and its edges."""
+    edges = [(a, b) for a, b in re.findall(r'^  "([^"]+)" -> "([^"]+)"', text, re.M)]
+    boxes = {name for name in re.findall(r'^  "([^"]+)" \[', text, re.M) if name != "legend:"}
+    following: dict = {}
+    for source, target in edges:
+        following.setdefault(source, []).append(target)
+    reached, waiting = set(), [start]
+    while waiting:
+        name = waiting.pop()
+        if name not in reached:
+            reached.add(name)
+            waiting += following.get(name, [])
+    return boxes, reached, edges
 
 
 def run_cli(*args, expect=0):

@@ -123,12 +123,12 @@ def test_no_function_of_the_attribution_code_is_over_sixty_lines():
     assert len(open(os.path.join(ROOT, "graphgrad/tf/attribute.py")).read().splitlines()) < 350
 
 
-def test_pgd_stays_in_the_ball_and_the_range_and_breaks_a_linear_model():
-    """Without TensorFlow: logits = x W, the cross-entropy's gradient written out."""
-    rng = np.random.default_rng(0)
+def _linear_model(seed: int, rows: int) -> tuple:
+    """logits = x W on ``rows`` images of 6 pixels, 3 classes: its weights, images,
+    the labels it gives them, and the cross-entropy's gradient written out."""
+    rng = np.random.default_rng(seed)
     weights = rng.normal(size=(6, 3))
-    images = rng.uniform(0, 1, (50, 6))
-    labels = (images @ weights).argmax(axis=1)
+    images = rng.uniform(0, 1, (rows, 6))
 
     def gradient_at(points, truth):
         logits = points @ weights
@@ -137,6 +137,12 @@ def test_pgd_stays_in_the_ball_and_the_range_and_breaks_a_linear_model():
         chances[np.arange(len(points)), truth] -= 1
         return chances @ weights.T
 
+    return weights, images, (images @ weights).argmax(axis=1), gradient_at
+
+
+def test_pgd_stays_in_the_ball_and_the_range_and_breaks_a_linear_model():
+    """Without TensorFlow: logits = x W, the cross-entropy's gradient written out."""
+    weights, images, labels, gradient_at = _linear_model(0, 50)
     outcome = pgd(images, labels, Budget(0.3, steps=30), gradient_at, lambda points: points @ weights)
     assert outcome.clean_correct.all() and outcome.attacked_correct.mean() < 0.3
     assert np.abs(outcome.adversarial - images).max() <= 0.3 + 1e-12
@@ -148,18 +154,7 @@ def test_pgd_stays_in_the_ball_and_the_range_and_breaks_a_linear_model():
 def test_pgd_keeps_each_rows_most_adversarial_step_or_its_last():
     """keep="last" is the final step, as ART's and foolbox's PGD return it; "best"
     is never weaker."""
-    rng = np.random.default_rng(1)
-    weights = rng.normal(size=(6, 3))
-    images = rng.uniform(0, 1, (200, 6))
-    labels = (images @ weights).argmax(axis=1)
-
-    def gradient_at(points, truth):
-        logits = points @ weights
-        chances = np.exp(logits - logits.max(1, keepdims=True))
-        chances /= chances.sum(1, keepdims=True)
-        chances[np.arange(len(points)), truth] -= 1
-        return chances @ weights.T
-
+    weights, images, labels, gradient_at = _linear_model(1, 200)
     scores = lambda points: points @ weights  # noqa: E731
     best = pgd(images, labels, Budget(0.1, steps=20), gradient_at, scores)
     last = pgd(images, labels, Budget(0.1, steps=20, keep="last"), gradient_at, scores)

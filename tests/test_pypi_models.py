@@ -11,7 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import chromium, every_method, page_dom, run_cli
+from conftest import chromium, dot_boxes_reached, every_method, page_dom, run_cli
 from tf_helpers import tf
 
 import graphgrad
@@ -287,18 +287,7 @@ def test_show_draws_a_real_tf2_models_path_as_one_connected_path_from_its_input(
     run, is reached from the signature's input."""
     out = tmp_path / "path.dot"
     run_cli("show", basic_pitch, "--max-nodes", "100000", "-o", out)
-    text = out.read_text()
-    edges = re.findall(r'^  "([^"]+)" -> "([^"]+)"', text, re.M)
-    nodes = {name for name in re.findall(r'^  "([^"]+)" \[', text, re.M) if name != "legend:"}
-    following: dict = {}
-    for source, target in edges:
-        following.setdefault(source, []).append(target)
-    reached, waiting = set(), ["serving_default_input_2"]
-    while waiting:
-        name = waiting.pop()
-        if name not in reached:
-            reached.add(name)
-            waiting += following.get(name, [])
+    nodes, reached, _ = dot_boxes_reached(out.read_text(), "serving_default_input_2")
     assert len(nodes) > 300 and reached == nodes and sum("|" in name for name in nodes) > 250
 
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BROWSER_FLAGS, chromium, fixture, run_cli
+from conftest import BROWSER_FLAGS, chromium, dot_boxes_reached, fixture, run_cli
 
 BINARY_PATH = ["x", "binarize_input/Sign", "dense1/MatMul", "dense1/Sign", "dense2/MatMul", "dense2/logits"]
 
@@ -348,18 +348,7 @@ def test_a_function_bodys_path_is_joined_to_its_callers_inputs_and_outputs(tmp_p
     drawn body."""
     out = tmp_path / "path.dot"
     run_cli("show", fixture("tf2_saved_model"), "-o", out)
-    text = out.read_text()
-    edges = [(a, b) for a, b in re.findall(r'^  "([^"]+)" -> "([^"]+)"', text, re.M) if "legend:" not in a]
-    nodes = set(dot_nodes(text))
-    following: dict = {}
-    for source, target in edges:
-        following.setdefault(source, []).append(target)
-    reached, stack = set(), ["serving_default_x"]
-    while stack:
-        name = stack.pop()
-        if name not in reached:
-            reached.add(name)
-            stack += following.get(name, [])
+    nodes, reached, edges = dot_boxes_reached(out.read_text(), "serving_default_x")
     assert reached == nodes  # every box lies on the one path from x, the output included
     assert ("serving_default_x", "PartitionedCall") not in edges  # the body stands for the call's input edge
     assert not [name for name in nodes if name != "PartitionedCall" and name not in {a for a, _ in edges}]
