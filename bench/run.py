@@ -451,17 +451,19 @@ ATTRIBUTION_MODELS = {
 }
 
 
-IG_TOLERANCE, IG_MAX_STEPS, IG_ROWS = 0.01, 4096, 4
+IG_TOLERANCE, IG_MAX_STEPS, IG_ROWS = 0.01, 4096, 2
 
 
 def ig_steps(work):
     """Integrated gradients on MobileNetV2 (random weights, batch normalisation
-    calibrated as make_inputs.py does), 4 rows of noise, class 995, from a zero
+    calibrated as make_inputs.py does), 2 rows of noise, class 995, from a zero
     baseline: the completeness gap at 50 steps, then the gradient evaluations each
     tool needs for every row's gap to fall under 1%: graphgrad's --tolerance (the
     trapezoid rule, each row's steps doubled, no point computed twice) against PAIR's
-    saliency with its x_steps doubled until it gets there (bench/ig_gap_route.py).
-    Counts, not times: each run once."""
+    saliency and alibi (in TensorFlow 2.14's virtualenv, on the model rebuilt from
+    the same weights), each at the fewest power-of-two steps that get there
+    (bench/ig_gap_route.py, bench/alibi_gap_route.py; searched from a quarter of
+    graphgrad's largest count). Counts, not times: each run once."""
     import numpy as np
 
     source = built("mobilenet.pb", "mobilenet")
@@ -490,13 +492,31 @@ def ig_steps(work):
           + ("" if refined["refinement"]["met"] else f" (stopped at --max-steps {IG_MAX_STEPS})"))
     saliency_path = _peer_path("saliency.core", "saliency==0.2.1", SALIENCY_TARGET)
     if saliency_path is not None:
+        start = max(16, max(row["steps"] for row in refined["completeness"]) // 4)
         done = subprocess.run([PYTHON, os.path.join(HERE, "ig_gap_route.py"), source, "x:0", "logits:0", "995", rows,
-                               str(IG_TOLERANCE), str(IG_MAX_STEPS), saliency_path], check=True,
+                               str(IG_TOLERANCE), str(start), str(IG_MAX_STEPS), saliency_path], check=True,
                               capture_output=True, text=True, env=ENV)
         theirs = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"  saliency 0.2.1, x_steps {theirs['steps']:<5}      {theirs['evaluations']:8d} evaluations, largest "
               f"gap {theirs['gap']:.2%}" + ("" if theirs["met"] else f" (stopped at {IG_MAX_STEPS} steps)")
               + f"   x {theirs['evaluations'] / evaluations:.2f} graphgrad's")
+    python = _tf214_python()
+    if python is not None:
+        weights = os.path.join(work, "mobilenet_weights.npz")
+        subprocess.run([PYTHON, "-c", "import sys, keras, numpy; numpy.savez(sys.argv[2], "
+                        "*keras.models.load_model(sys.argv[1]).get_weights())", source[:-3] + ".keras", weights],
+                       check=True, capture_output=True, env=ENV)
+        start = max(16, max(row["steps"] for row in refined["completeness"]) // 4)
+        done = subprocess.run([python, os.path.join(HERE, "alibi_gap_route.py"), weights, rows, "995",
+                               str(IG_TOLERANCE), str(start), str(IG_MAX_STEPS)], check=True, capture_output=True,
+                              text=True, env=ENV)
+        theirs = json.loads(done.stdout.strip().splitlines()[-1])
+        ours_differences = [row["output_difference"] for row in refined["completeness"]]
+        carried = max(abs(a - b) / abs(b) for a, b in zip(theirs["differences"], ours_differences))
+        print(f"  alibi 0.9.6, n_steps {theirs['steps']:<5}         {theirs['evaluations']:8d} evaluations, largest "
+              f"gap {theirs['gap']:.2%}" + ("" if theirs["met"] else f" (stopped at {IG_MAX_STEPS} steps)")
+              + f"   x {theirs['evaluations'] / evaluations:.2f} graphgrad's (Gauss-Legendre; the model rebuilt in "
+              f"TensorFlow 2.14's Keras, f(x) - f(0) within {carried:.0e} of the graph's)")
 
 
 def attribution(repeat, work):

@@ -261,12 +261,14 @@ def lrp_alpha_beta(tf, op, grads, alpha, beta):
     positive_x, negative_x = tf.nn.relu(x), -tf.nn.relu(-x)
     forward, backward = _linear_pair(tf, op)
     z_plus = forward(positive_x, positive_weights) + forward(negative_x, negative_weights)
-    z_minus = forward(positive_x, negative_weights) + forward(negative_x, positive_weights)
     share_plus = alpha * relevance / (z_plus + _STABILISER)
-    share_minus = beta * relevance / (z_minus - _STABILISER)
     # (x_i w_ij)+ / x_i is w_ij+ where x_i > 0 and w_ij- where x_i < 0; (x_i w_ij)- / x_i the other way round
-    above = backward(share_plus, positive_weights) - backward(share_minus, negative_weights)
-    below = backward(share_plus, negative_weights) - backward(share_minus, positive_weights)
+    above, below = backward(share_plus, positive_weights), backward(share_plus, negative_weights)
+    if beta:  # z+ (beta 0) needs no negative part: half the convolutions
+        z_minus = forward(positive_x, negative_weights) + forward(negative_x, positive_weights)
+        share_minus = beta * relevance / (z_minus - _STABILISER)
+        above -= backward(share_minus, negative_weights)
+        below -= backward(share_minus, positive_weights)
     zero = tf.zeros_like(x)
     return first_input_only(op, tf.where(x > 0, above, tf.where(x < 0, below, zero)))
 
