@@ -42,4 +42,5 @@ with tf.compat.v1.Session() as session:
                    for mask, difference in zip(masks, differences))
 
     steps, gap = fewest_steps(largest_gap, int(start_steps), int(max_steps), float(tolerance))
-print(json.dumps({"steps": steps, "evaluations": steps * len(rows), "gap": gap, "met": gap <= float(tolerance)}))
+print(json.dumps({"steps": steps, "evaluations": steps * len(rows), "gap": float(gap),
+                  "met": bool(gap <= float(tolerance))}))
