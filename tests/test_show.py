@@ -130,6 +130,19 @@ needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphvi
 
 
 @needs_graphviz
+def test_every_marks_legend_is_laid_out_whatever_its_meaning_holds():
+    """The legend is an HTML-like label: a meaning with "<" or "'" (the dangling mark's
+    CustomGradient-<n>) is escaped, not a syntax error of dot's."""
+    from graphgrad.jobs.folding import View
+    from graphgrad.jobs.graphviz import layout
+    from graphgrad.jobs.show import MARKS, to_dot
+
+    view = View("", nodes={mark: ("Op", mark, mark, mark) for mark in MARKS})
+    svg = layout([to_dot(view)])[0]
+    assert 'id="legend"' in svg and all(f">{mark}</text>" in svg for mark in MARKS)
+
+
+@needs_graphviz
 def test_svg_holds_one_element_per_node_with_its_full_name(tmp_path):
     out = tmp_path / "path.svg"
     run_cli("show", fixture("binary_net.pb"), "--x", "x", "--y", "dense2/logits", "-o", out)

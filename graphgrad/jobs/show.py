@@ -9,6 +9,7 @@ types whose TensorFlow gradient is None or zero, casts to integers). What only a
 run can tell (a zero gradient on this feed) is ``check``'s.
 """
 
+import html
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -20,13 +21,13 @@ from ..errors import UsageError
 from ..files.outputs import Output, model_files, refuse_outputs_over_inputs
 from ..files.reading import read_model
 from ..files.writing import write_chunks
-from .folding import View, fold
-from .graphviz import layout
-from .page import to_html
 from ..graph.functions import called_function, saved_gradients
 from ..graph.tensors import unknown_tensor
 from ..graph.model import SAVEDMODEL, Model, meta_graphs_of, override_of, signatures_of
 from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
+from .folding import View, fold
+from .graphviz import layout
+from .page import to_html
 
 FORMATS = (".dot", ".svg", ".html")
 LAYOUT_LIMIT = 5000  # boxes a laid-out picture may hold: past it, dot takes minutes and no one reads it
@@ -355,7 +356,7 @@ def to_dot(view: View, legend: bool = True) -> str:
         lines.append(f"  {_quoted(source)} -> {_quoted(target)}{style};")
     used = marks_used(view)
     if legend and used:  # one small box of coloured words, each with its meaning on hover
-        cells = "".join(f'<TD ID="legend:{mark}" BGCOLOR="{MARKS[mark][0]}" TOOLTIP="{MARKS[mark][1]}">'
+        cells = "".join(f'<TD ID="legend:{mark}" BGCOLOR="{MARKS[mark][0]}" TOOLTIP="{html.escape(MARKS[mark][1])}">'
                         f'<FONT COLOR="{_text_colour(mark)}" POINT-SIZE="8">{mark}</FONT></TD>' for mark in used)
         lines.append(f'  "legend:" [shape=plaintext, style="", id="legend", tooltip="what the colours mean", '
                      f'label=<<TABLE BORDER="0" CELLSPACING="2" CELLPADDING="2"><TR>{cells}</TR></TABLE>>];')
