@@ -153,7 +153,8 @@ def test_a_savedmodel_with_several_metagraphs_needs_a_tag():
 
 def test_round_and_pyfunc_give_none():
     refused = run_cli("check", fixture("ops_mix.pb"), "--x", "x", "--y", "out", expect=1)
-    assert "act outside it (py_identity (PyFunc)); to run it anyway, add --allow-effects" in refused.stderr
+    assert ("its path holds 1 op(s) not known to compute only on tensors in memory, of type(s) PyFunc "
+            "(py_identity (PyFunc)); to run it anyway, add --allow-effects") in refused.stderr
     report = check_json(fixture("ops_mix.pb"), "--x", "x", "--y", "out", "--allow-effects", expect=1)
     assert report["gradients"][0]["status"] == "none"
     reasons = {b["node"]: b["reason"] for b in report["blockers"]}
@@ -436,7 +437,8 @@ def test_check_refuses_ops_that_act_outside_the_graph(tmp_path):
     path = tmp_path / "effect.pb"
     path.write_bytes(graph.as_graph_def().SerializeToString())
     result = run_cli("check", path, "--y", "y", expect=1)
-    assert "act outside it (WriteFile (WriteFile)); to run it anyway, add --allow-effects" in result.stderr
+    assert ("1 op(s) not known to compute only on tensors in memory, of type(s) WriteFile (WriteFile (WriteFile)); "
+            "to run it anyway, add --allow-effects") in result.stderr
     assert not written.exists()
     run_cli("check", path, "--y", "y", "--allow-effects")
     assert written.read_text() == "hi"

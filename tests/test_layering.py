@@ -62,6 +62,11 @@ def imported_modules(relative_path, tree):
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("graphgrad."):
             target = node.module.split(".")[1:]
             yield target[0], (target + [None])[1]
+        elif isinstance(node, ast.Import):  # import graphgrad.tf.loading
+            for alias in node.names:
+                if alias.name.startswith("graphgrad."):
+                    target = alias.name.split(".")[1:]
+                    yield target[0], (target + [None])[1]
 
 
 # Where TensorFlow may be imported (inside functions): the TensorFlow side, and the
@@ -331,3 +336,48 @@ def test_each_commands_summary_is_the_first_line_of_its_help():
         command = GraphgradGroup().get_command(context, name)
         first = " ".join(command.help.strip().split("\n\n")[0].split())
         assert first == SUMMARIES[name], name
+
+
+def _called_name(node) -> str:
+    """``os.open``, ``importlib.import_module``, ``write_text``: what a call names (its dotted tail)."""
+    function = node.func
+    if isinstance(function, ast.Name):
+        return function.id
+    if isinstance(function, ast.Attribute):
+        owner = function.value.id if isinstance(function.value, ast.Name) else ""
+        return f"{owner}.{function.attr}" if owner else function.attr
+    return ""
+
+
+# Where graphgrad's own modules are imported by name at run time: the package's lazy
+# public API, and the command line's lazy commands (modules of its own layer).
+DYNAMIC_IMPORTERS = {"__init__.py", os.path.join("cli", "group.py")}
+
+
+def test_no_module_is_imported_behind_the_layers_back():
+    """importlib and __import__ would slip an import past the tests above: only the
+    lazy API and the lazy commands use them, and nothing names TensorFlow in them
+    (users' gradient files are loaded by path, in gradients/user_modules.py)."""
+    for relative_path, tree in modules():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _called_name(node)
+            if name in ("__import__", "importlib.import_module", "import_module"):
+                assert relative_path in DYNAMIC_IMPORTERS, f"{relative_path} imports by name ({name})"
+                named = ast.unparse(node.args[0]) if node.args else ""
+                assert "tensorflow" not in named, f"{relative_path} imports TensorFlow by name"
+
+
+def test_only_the_file_layer_opens_and_writes_files_and_one_child_exits_at_once():
+    """os.open and Path.write_text/write_bytes belong to files/ (atomic writes, no
+    blocking opens); os._exit only to a child whose parent is gone (jobs/batch.py)."""
+    for relative_path, tree in modules():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _called_name(node)
+            if name in ("os.open", "write_text", "write_bytes") or name.endswith((".write_text", ".write_bytes")):
+                assert top_of(relative_path) == "files", f"{relative_path} calls {name}"
+            if name == "os._exit":
+                assert relative_path == os.path.join("jobs", "batch.py"), f"{relative_path} calls os._exit"

@@ -38,7 +38,7 @@ from .render import echo, echo_json, tensorflow_quiet
               help="Write the adversarial images there.")
 @options.run_options
 def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, eval_runs, valid_range, seed, keep, x,
-                   y, out, tags, checkpoint, allow_effects, timeout, kind, as_json):
+                   y, out, feeds, tags, checkpoint, allow_effects, timeout, kind, as_json):
     """Accuracy under an L-infinity PGD attack, BPDA and EOT included (needs TensorFlow).
 
     PGD with a random start, on the graph's own gradients of the cross-entropy of
@@ -66,7 +66,7 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
          f"--input {input_path}": [input_path], f"--labels {labels_path}": [labels_path]},
         [Output("-o", out)] if out else [])
     images, labels = load_array(input_path, "--input"), load_array(labels_path, "--labels")
-    attack_options = AttackOptions(x, y, tags, checkpoint, kind, allow_effects, timeout)
+    attack_options = AttackOptions(x, y, tags, checkpoint, kind, allow_effects, timeout, feeds)
     with tensorflow_quiet():
         adversarial, report = run_until(timeout, attack_model, model, images, labels, budget, attack_options,
                                         what=f"attack of {model}")

@@ -56,7 +56,6 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
               "until |sum - (f(x) - f(baseline))| is at most FRACTION of |f(x) - f(baseline)| (e.g. 0.01).")
 @click.option("--max-steps", type=click.IntRange(1), default=DEFAULT_MAX_STEPS, show_default=True,
               help="With --tolerance: the most steps a row may take; a row still over it is reported.")
-@options.feed_option
 @options.run_options
 def attribute_command(model, method_text, layer, input_path, x, y, target_text, baseline, out, image, allow_uncovered,
                       noise, noise_aggregate, seed, tolerance, max_steps, feeds, tags, checkpoint, allow_effects,

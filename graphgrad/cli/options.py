@@ -156,8 +156,8 @@ tag_option = click.option("--tag", "tags", metavar="TAGS",
               help="The MetaGraphDef of a SavedModel to load, by its tag set (e.g. serve, or serve,gpu); "
               "needed when the SavedModel holds several.")
 allow_effects_option = click.option("--allow-effects", is_flag=True,
-              help="Run the graph even if ops on the computed path act outside it (write files, save or restore "
-              "checkpoints, run Python code); refused otherwise.")
+              help="Run ops that are not known to compute only on tensors in memory (they may read or write files, "
+              "connect, wait on queues, run Python code), on the path or in loading; refused otherwise, naming them.")
 def _parse_feeds(_ctx, _param, values) -> dict:
     given = {}
     for text in values:
@@ -179,9 +179,10 @@ checkpoint_option = click.option("--checkpoint", metavar="PREFIX", type=click.Pa
 
 
 def run_options(command: Callable) -> Callable:
-    """--tag, --checkpoint, --allow-effects, --timeout, --format, --json and --debug, for
-    the commands that run a model with TensorFlow on rows of it (attribute, attack)."""
-    for option in reversed((tag_option, checkpoint_option, allow_effects_option, timeout_option, format_option,
-                            json_option, debug_option)):
+    """--feed, --tag, --checkpoint, --allow-effects, --timeout, --format, --json and
+    --debug, for the commands that run a model with TensorFlow on rows of it
+    (attribute, attack)."""
+    for option in reversed((feed_option, tag_option, checkpoint_option, allow_effects_option, timeout_option,
+                            format_option, json_option, debug_option)):
         command = option(command)
     return command

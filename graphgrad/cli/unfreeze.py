@@ -3,6 +3,7 @@
 import click
 
 from ..edits.unfreeze import FLOATS, UnfreezeOptions
+from ..jobs.deadline import run_until
 from ..jobs.unfreeze import unfreeze
 from . import options
 from .render import echo, echo_json, table, tensorflow_quiet
@@ -19,10 +20,11 @@ from .render import echo, echo_json, table, tensorflow_quiet
 @options.exclude_option
 @click.option("--list", "list_only", is_flag=True, help="Show what would become a variable; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an OUT_DIR that holds files.")
+@options.timeout_option
 @options.format_option
 @options.json_option
 @options.debug_option
-def unfreeze_command(model, out, min_size, consts, exclude, list_only, force, kind, as_json):
+def unfreeze_command(model, out, min_size, consts, exclude, list_only, force, timeout, kind, as_json):
     """Make a frozen graph's weights variables and write a TF1 training checkpoint.
 
     Chosen float constants become variables initialised from their values (by
@@ -40,7 +42,8 @@ def unfreeze_command(model, out, min_size, consts, exclude, list_only, force, ki
         raise click.UsageError("say where to write the checkpoint: -o OUT_DIR (or --list)")
     settings = UnfreezeOptions(min_size, tuple(consts), tuple(exclude))
     with tensorflow_quiet():
-        result = unfreeze(model, None if list_only else out, settings, kind, force)
+        result = run_until(timeout, unfreeze, model, None if list_only else out, settings, kind, force,
+                           what=f"unfreeze of {model}")
     weights = [{"name": w.name, "dtype": FLOATS[w.dtype], "shape": w.shape, "size": w.size} for w in result.weights]
     if as_json:
         echo_json({"model": model, "output": None if list_only else out, "variables": weights,

@@ -1,18 +1,22 @@
 """Jobs that run TensorFlow, ended at their deadline whatever TensorFlow does.
 
 TensorFlow's own run deadline (``RunOptions.timeout_in_ms``) covers ``session.run``
-only: a variable initializer that waits on an empty queue, a ``StagingArea`` that
-nothing fills, a checkpoint shard that never ends all block before or beside it.
-So where it is safe to fork (a process of one thread: the command line, which has
-not imported TensorFlow), the job runs in a child process, which the parent ends
-at the deadline; a child that dies (out of memory, a native crash) becomes one
-line with its signal. In a process with threads of its own (a program or a test
-run that has loaded TensorFlow), forking could deadlock the child: the job runs in
-that process, with TensorFlow's run deadline only.
+only, and not always that: a variable initializer that waits on an empty queue, a
+``StagingArea`` that nothing fills, a checkpoint shard that never ends block before
+or beside it, and an endless ``while_loop`` outlives the cancellation. So the job
+runs in a child process, which the parent ends at the deadline, whatever threads
+this process has: forked where it runs one thread, else started by a fork server
+(a clean process that forks children on request), since forking a process whose
+threads may hold locks (numpy's BLAS pool, started by loading an array) could
+deadlock the child. A child that dies (out of memory, a native crash, an ``exit``
+inside TensorFlow) becomes one line with its signal or exit code. Only a program
+that has imported TensorFlow itself runs the job in its own process, with
+TensorFlow's run deadline alone: its graphs and registered gradients are in it.
 """
 
 import os
 import signal
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -24,13 +28,14 @@ from .batch import end_with_parent, thread_count
 def run_until(timeout: float, job: Callable, *args: Any, what: str = "the job") -> Any:
     """``job(*args)``, ended after ``timeout`` seconds (see the module doc); its
     graphgrad errors are raised here as they were raised there."""
-    if thread_count() != 1 or not hasattr(os, "fork"):
+    if "tensorflow" in sys.modules or not hasattr(os, "fork"):
         return job(*args)
     import multiprocessing
 
-    context = multiprocessing.get_context("fork")
+    context: Any = multiprocessing.get_context("fork" if thread_count() == 1 else "forkserver")
     receiving, sending = context.Pipe(duplex=False)
-    child = context.Process(target=_run_in_child, args=(os.getpid(), sending, job, args), daemon=True)
+    parent = os.getpid() if context.get_start_method() == "fork" else None  # a fork server's child has its own
+    child = context.Process(target=_run_in_child, args=(parent, sending, job, args), daemon=True)
     child.start()
     sending.close()
     try:
@@ -56,7 +61,7 @@ def run_until(timeout: float, job: Callable, *args: Any, what: str = "the job") 
     return value
 
 
-def _run_in_child(parent: int, sending: Any, job: Callable, args: tuple) -> None:
+def _run_in_child(parent: int | None, sending: Any, job: Callable, args: tuple) -> None:
     end_with_parent(parent)
     try:
         result: tuple = ("done", job(*args))

@@ -7,6 +7,7 @@ import os
 
 from ..edits.unfreeze import FROZEN_NODES, Unfrozen, UnfreezeOptions, choose_weights, unfrozen
 from ..errors import GraphgradError, ModelReadError, UsageError
+from ..files.confined import checkpoint_in_folder, refuse_escaping_shards
 from ..files.reading import read_model, read_small_file
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..files.writing import replaced_directory, write_chunks
@@ -48,11 +49,12 @@ def _one_graph(model: Model):
     return graphs[0][1]
 
 
-def freeze(source: str, out: str, outputs: tuple = ()) -> int:
+def freeze(source: str, out: str, outputs: tuple = (), allow_effects: bool = False) -> int:
     """Fold the trained variables of the checkpoint ``source`` (a folder holding a
     ``checkpoint`` file, a ``.meta`` or a checkpoint prefix) into constants and
     write the frozen GraphDef to ``out``; returns its node count. The output and
-    ``outputs`` are checked before TensorFlow is imported."""
+    ``outputs`` are checked before TensorFlow is imported; the restore runs only ops
+    the gate lets through, unless ``allow_effects``."""
     meta, prefix = _checkpoint_files(source)
     refuse_outputs_over_inputs({f"the checkpoint {prefix}": checkpoint_files(prefix)}, [Output("-o", out)])
     stored = read_model(meta).message
@@ -60,7 +62,7 @@ def freeze(source: str, out: str, outputs: tuple = ()) -> int:
     from ..tf.unfreeze import freeze_checkpoint
 
     record = stored.collection_def[FROZEN_NODES].bytes_list.value if FROZEN_NODES in stored.collection_def else None
-    graph_def = freeze_checkpoint(meta, stored.graph_def, prefix, tuple(outputs), list(record or []))
+    graph_def = freeze_checkpoint(meta, stored.graph_def, prefix, tuple(outputs), list(record or []), allow_effects)
     write_chunks(out, [graph_def.SerializeToString(deterministic=True)])
     return len(graph_def.node)
 
@@ -83,8 +85,7 @@ def _checkpoint_files(source: str) -> tuple[str, str]:
             raise ModelReadError(f"{source} holds no checkpoint file; give the checkpoint's .meta or its prefix")
         text = read_small_file(state, 1 << 20, "checkpoint file").decode("utf-8", "replace")
         first = next((line for line in text.splitlines() if line.startswith("model_checkpoint_path:")), "")
-        name = first.partition(":")[2].strip().strip('"')
-        prefix = name if os.path.isabs(name) else os.path.join(source, name)
+        prefix = checkpoint_in_folder(source, first.partition(":")[2].strip().strip('"'))
     elif source.endswith((".pb", ".pbtxt")):
         raise UsageError(f"{source} is a graph, not a checkpoint: give the folder unfreeze wrote (it holds a "
                          "checkpoint file), a .meta beside its checkpoint, or a checkpoint prefix")
@@ -97,4 +98,5 @@ def _checkpoint_files(source: str) -> tuple[str, str]:
     if not any(name.startswith(os.path.basename(prefix) + ".data-") for name in os.listdir(os.path.dirname(
             os.path.abspath(prefix)))):
         raise GraphgradError(f"checkpoint {prefix}: its data shard (.data-*) is missing")
+    refuse_escaping_shards(prefix, os.path.dirname(os.path.abspath(prefix)))
     return meta, prefix

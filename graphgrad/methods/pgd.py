@@ -57,6 +57,27 @@ class Budget:
         if not self.low < self.high:
             raise UsageError(f"--range {self.low},{self.high}: the low end must be below the high end")
 
+    def refuse_unfit(self, images: Any, labels: Any) -> None:
+        """One line for images and labels this attack cannot use, from the arrays
+        alone (before TensorFlow is imported): no images, labels that are not one
+        integer class per image, images outside the valid range, an eps that spans it."""
+        if not len(images):
+            raise UsageError(f"--input has no images (shape {list(np.shape(images))}): give at least one")
+        if labels.dtype.kind not in "iu" or labels.ndim != 1 or len(labels) != len(images):
+            raise UsageError(f"--labels holds {labels.dtype} of shape {list(labels.shape)}: give one integer class "
+                             f"index per image of --input ({len(images)})")
+        if labels.min() < 0:
+            raise UsageError(f"--labels holds the class {int(labels.min())}: classes are indices from 0")
+        if images.dtype.kind in "fiu":
+            seen = float(np.min(images)), float(np.max(images))
+            if seen[0] < self.low or seen[1] > self.high:
+                raise UsageError(f"--input holds values from {seen[0]:g} to {seen[1]:g}, outside --range "
+                                 f"{self.low:g},{self.high:g}: give the range the images are in (e.g. --range "
+                                 f"0,255), or scale the images")
+        if self.eps >= self.high - self.low:
+            raise UsageError(f"--eps {self.eps:g} spans the whole --range {self.low:g},{self.high:g}: every image "
+                             "can become any other, so accuracy under attack says nothing; give a smaller eps")
+
     @property
     def judges(self) -> int:
         return self.judge_runs if self.judge_runs is not None else self.eot

@@ -13,10 +13,11 @@ from ..files.reading import read_model
 from ..methods.batching import in_batches
 from ..methods.options import DEFAULT_TIMEOUT, checked_rows
 from ..methods.pgd import Budget, Outcome, pgd
-from .batches import batching_for
+from .batches import batching_for, row_shape
 from .blockers import BlockerContext, find_blockers, surrogates_in
 from ..graph.functions import first_names
-from .loading import loaded_graph_def, prepare_run, run_by_deadline, unfed_inputs
+from .loading import (chosen_tags, given_feeds, loaded_graph_def, prepare_run, refuse_misshapen_feeds,
+                      run_by_deadline, unfed_inputs)
 from .paths import ancestors_of_ops, between
 from .runtime import tensorflow, tf1_control_flow
 
@@ -32,6 +33,7 @@ class AttackOptions:
     kind: str | None = None
     allow_effects: bool = False
     timeout: float = DEFAULT_TIMEOUT
+    feeds: dict = field(default_factory=dict)  # placeholder name -> a number, a JSON list or a .npy path
 
 
 @dataclass
@@ -63,12 +65,18 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
     import numpy as np
 
     started = time.monotonic()
+    images, labels = np.asarray(images), np.asarray(labels)
+    budget.refuse_unfit(images, labels)
     model = read_model(path, options.kind)
+    if options.x:  # the images against x's declared shape, from the file, before TensorFlow
+        refuse_misshapen_feeds(model, chosen_tags(model, options.tags), {options.x: images}, "--input", rows=True)
     run = prepare_run(model, [options.x] if options.x else [], options.y, options.tags, options.checkpoint,
-                      options.allow_effects, command="attack")
+                      options.allow_effects, command="attack", feeds=options.feeds, fed_are_not_x=True)
     if len(run.x_tensors) != 1:
-        raise UsageError(f"attack perturbs one x; name it with --x (found {', '.join(run.xs)})")
+        raise UsageError(f"attack perturbs one x; name it with --x (found {', '.join(run.xs)}), and give the "
+                         "others with --feed NAME=VALUE")
     x, y = run.x_tensors[0], run.y_tensor
+    feed = given_feeds(run.graph, options.feeds)
     images, labels = checked_rows(images, x.dtype.as_numpy_dtype, "--input"), np.asarray(labels)
     _refuse_misfit(images, labels, x, y, run.y)
     tf = tensorflow()
@@ -78,7 +86,7 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
         [gradient] = tf.compat.v1.gradients(loss, [x])
     report = AttackReport(path, run.xs[0], run.y, budget.eps, budget.steps, budget.size, budget.eot, budget.judges,
                           budget.keep, len(images))
-    _refuse_disconnected(run, x, y)
+    _refuse_disconnected(run, x, y, feed)
     path_ops = between([x], y, only_differentiable=True)
     if gradient is None:
         report.blockers = _blockers(run, model, x, y, path_ops)
@@ -88,7 +96,7 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
                "--timeout SECONDS")
 
     def evaluate(fetch: Any, points: Any, rows: Any = None) -> Any:
-        fed = {x: points} if rows is None else {x: points, truth: rows}
+        fed = {**feed, x: points} if rows is None else {**feed, x: points, truth: rows}
         return run_by_deadline(run.session, fetch, fed, deadline, stopped, path)
 
     def gradient_at(points: Any, rows: Any) -> Any:
@@ -109,11 +117,9 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
 def _refuse_misfit(images: Any, labels: Any, x: Any, y: Any, y_name: str) -> None:
     """One line for images, labels or a y the attack cannot use, before it runs."""
 
-    if not x.shape.is_compatible_with(images.shape):
-        raise UsageError(f"--input has shape {list(images.shape)}, and {x.name} takes {x.shape.as_list()}")
-    if labels.dtype.kind not in "iu" or labels.ndim != 1 or len(labels) != len(images):
-        raise UsageError(f"--labels holds {labels.dtype} of shape {list(labels.shape)}: give one integer class "
-                         f"index per image of --input ({len(images)})")
+    if not row_shape(x).is_compatible_with(images.shape[1:]):  # rows run in the batches the graph takes
+        raise UsageError(f"--input has shape {list(images.shape)}, and {x.name} takes {x.shape.as_list()} (None: "
+                         "any size; the first axis: rows, run as many at a time as the graph takes)")
     if y.shape.rank != 2:
         raise UsageError(f"attack needs y to be logits of shape [rows, classes]; {y_name} has shape {y.shape}: name "
                          "the logits with --y")
@@ -121,19 +127,21 @@ def _refuse_misfit(images: Any, labels: Any, x: Any, y: Any, y_name: str) -> Non
         raise UsageError(f"attack needs the logits, and {y_name} is a {y.op.type} of them: give --y "
                          f"{y.op.inputs[0].name.removesuffix(':0')}")
     classes = y.shape[-1]
-    if classes is not None and (labels.min() < 0 or labels.max() >= classes):
+    if classes is not None and labels.max() >= classes:
         raise UsageError(f"--labels holds classes {int(labels.min())} to {int(labels.max())}; y has {classes} "
                          f"(0 to {classes - 1})")
 
 
-def _refuse_disconnected(run: Any, x: Any, y: Any) -> None:
-    """One line for an x that y does not read, and for other placeholders y reads."""
+def _refuse_disconnected(run: Any, x: Any, y: Any, feed: dict) -> None:
+    """One line for an x that y does not read, and for other placeholders y reads
+    that no --feed gives."""
     if x.op not in ancestors_of_ops([y.op]):
         raise UsageError(f"{run.y} does not depend on {run.xs[0]}: name the input it reads with --x")
-    placeholders, _ = unfed_inputs([y], {x: None})
+    placeholders, _ = unfed_inputs([y], {**feed, x: None})
     if placeholders:
-        raise UsageError(f"{run.y} also reads {first_names(placeholders)}, which --input does not feed; attack "
-                         "perturbs one input: name it with --x")
+        raise UsageError(f"{run.y} also reads {first_names(placeholders)}, which --input does not feed: give "
+                         f"{'each' if len(placeholders) > 1 else 'it'} a value with --feed, e.g. --feed "
+                         f"{placeholders[0]}=VALUE (a number, a JSON list or a .npy file)")
 
 
 def _blockers(run: Any, model: Any, x: Any, y: Any, path_ops: set) -> list[str]:

@@ -33,7 +33,7 @@ def attribute_model(path: str, inputs: Any, baseline: Any, options: AttributeOpt
     if options.x:  # the rows against x's declared shape, from the file, before TensorFlow
         tags, inputs = chosen_tags(model, options.tags), np.asarray(inputs)
         try:
-            refuse_misshapen_feeds(model, tags, {options.x: inputs}, "--input")
+            refuse_misshapen_feeds(model, tags, {options.x: inputs}, "--input", rows=True)
         except UsageError as misshapen:
             try:  # unless it is several examples of an x without a batch axis, stacked (the explainer tells)
                 if not inputs.ndim:

@@ -30,6 +30,13 @@ def batching_for(x: Any, path_ops: Iterable, row_bytes: int) -> Batching:
     return Batching(max(1, CHUNK_BYTES // max(1, row_bytes)), False)
 
 
+def row_shape(x: Any, one_example: str | None = None) -> Any:
+    """The shape of one row of x (a TensorShape): x's own where x has no batch axis
+    (``one_example`` says why), else x's without its first axis, whatever batch it
+    fixes (rows run that many at a time)."""
+    return x.shape if one_example or x.shape.rank is None else x.shape[1:]
+
+
 def adds_its_batch(x: Any, path_ops: Iterable) -> str | None:
     """Why x is one example without a batch axis, or None: every op on the path that
     reads x's values gives it a leading axis of size 1 (``ExpandDims`` at 0, or a

@@ -1,56 +1,58 @@
-"""Ops whose effects reach outside the graph: what a command that runs a graph
-(``check``) refuses to run unless told.
+"""The gate of every command that runs a graph: only ops known to compute on
+tensors in memory run without ``--allow-effects``.
+
+An allowlist, not a list of known bad ops: TensorFlow has hundreds of ops that
+read files, open connections or run code (datasets, readers, samplers with a
+vocabulary file, proto descriptors, data services), and a new release adds more.
+The list is :mod:`graphgrad.tf.allowed_ops`, generated from TensorFlow's own
+registry by ``scripts/make_allowed_ops.py``; an op type it does not name is
+refused, whatever it is. A node whose op type is a function of the graph's
+library is a call: the function's body is gated instead, transitively, as are
+the functions a node names in its attributes (a ``While``'s body, an ``If``'s
+branches).
 
 Pure functions over NodeDefs (or live ops' NodeDefs) and a GraphDef's function
-bodies: a call into a function that writes a file is such an op too.
+bodies; nothing here imports TensorFlow.
 """
 
 from collections.abc import Iterable
 
-from ..graph.functions import functions_run
+from ..graph.functions import first_names, functions_run
+from .allowed_ops import ALLOWED
 
-# File reads and listings: what a graph reads from the file system ends up in its
-# outputs, or in TensorFlow's error messages, which a command prints. A file that
-# maps a constant (ImmutableConst) is a read too. Readers of TF1 input queues and
-# the file datasets read the files they are handed.
-READ_OPS = frozenset({
-    "ReadFile", "MatchingFiles", "MatchingFilesDataset", "ImmutableConst",
-    "TextLineDataset", "TextLineDatasetV2", "TFRecordDataset", "TFRecordDatasetV2", "FixedLengthRecordDataset",
-    "FixedLengthRecordDatasetV2", "ExperimentalCSVDataset", "CSVDataset", "CSVDatasetV2", "LoadDataset",
-    "ExperimentalLMDBDataset", "LMDBDataset", "SqlDataset", "ExperimentalSqlDataset",
-    "WholeFileReader", "WholeFileReaderV2", "TextLineReader", "TextLineReaderV2", "TFRecordReader",
-    "TFRecordReaderV2", "FixedLengthRecordReader", "FixedLengthRecordReaderV2", "IdentityReader",
-    "IdentityReaderV2", "LMDBReader", "ReaderRead", "ReaderReadV2", "ReaderReadUpTo", "ReaderReadUpToV2",
-    "InitializeTableFromTextFile", "InitializeTableFromTextFileV2", "DecodeProtoV2", "LoadAndRemapMatrix",
-    "GenerateVocabRemapping",
-})
-
-# File writes, checkpoint saves and restores (which read and write the file
-# system), summaries, dataset snapshots and saves, Python callbacks (which run
-# arbitrary code), debugger dumps and printing to files; and the reads above.
-EFFECT_OPS = READ_OPS | frozenset({
-    "WriteFile", "Save", "SaveV2", "SaveSlices", "MergeV2Checkpoints", "Restore", "RestoreV2", "RestoreSlice",
-    "PyFunc", "PyFuncStateless", "EagerPyFunc",
-    "WriteSummary", "WriteRawProtoSummary", "WriteScalarSummary", "WriteHistogramSummary", "WriteImageSummary",
-    "WriteAudioSummary", "WriteGraphSummary", "ImportEvent", "CreateSummaryFileWriter", "CreateSummaryDbWriter",
-    "FlushSummaryWriter", "CloseSummaryWriter",
-    "DatasetToTFRecord", "ExperimentalDatasetToTFRecord", "SaveDataset", "SaveDatasetV2", "SnapshotDataset",
-    "SnapshotDatasetV2", "DebugIdentity", "DebugIdentityV2", "DebugIdentityV3", "DebugNanCount",
-    "DebugNumericSummary", "DebugNumericSummaryV2", "PrintV2",
-})
+# What the gate says of the ops it refuses.
+NOT_IN_MEMORY = "not known to compute only on tensors in memory"
 
 
-def effects_in(node_defs: Iterable, bodies: dict) -> list[str]:
-    """The ops among ``node_defs`` whose effects reach outside the graph, and those in
-    the function bodies they run (``bodies``: name -> NodeDefs), transitively; each
-    as ``NAME (OP)``, ``FUNCTION/NAME (OP)`` in a body."""
-    found = [f"{node.name} ({node.op})" for node in node_defs if node.op in EFFECT_OPS]
+def runs_only_in_memory(op_type: str) -> bool:
+    """Whether ``op_type`` is one the gate lets run: known to compute only on tensors in memory."""
+    return op_type in ALLOWED
+
+
+def unsafe_ops_in(node_defs: Iterable, bodies: dict) -> list[str]:
+    """The ops among ``node_defs``, and in the function bodies they run (``bodies``:
+    name -> NodeDefs), transitively, that are not known to compute only in memory;
+    each as ``NAME (OP)``, ``FUNCTION/NAME (OP)`` in a body."""
+    node_defs = list(node_defs)
+    found = [f"{node.name} ({node.op})" for node in node_defs if _refused(node.op, bodies)]
     seen, pending = set(), sorted(functions_run(node_defs, bodies))
     while pending:
         name = pending.pop()
         if name in seen or name not in bodies:
             continue
         seen.add(name)
-        found += [f"{name}/{node.name} ({node.op})" for node in bodies[name] if node.op in EFFECT_OPS]
+        found += [f"{name}/{node.name} ({node.op})" for node in bodies[name] if _refused(node.op, bodies)]
         pending += sorted(functions_run(bodies[name], bodies) - seen)
     return found
+
+
+def refused_phrase(unsafe: list[str]) -> str:
+    """The ops :func:`unsafe_ops_in` found, for a one-line refusal: how many, every
+    op type among them, and the first nodes."""
+    types = sorted({entry.rpartition(" (")[2].rstrip(")") for entry in unsafe})
+    return (f"{len(unsafe)} op(s) {NOT_IN_MEMORY}, of type(s) {', '.join(types)} "
+            f"({first_names(sorted(unsafe))})")
+
+
+def _refused(op_type: str, bodies: dict) -> bool:
+    return op_type not in ALLOWED and op_type not in bodies

@@ -44,7 +44,7 @@ from ..methods.registry import (
     parse_method,
 )
 from .coverage import PASS_THROUGH, op_types_run, products
-from .batches import adds_its_batch, batching_for
+from .batches import adds_its_batch, batching_for, row_shape
 from .cam import cam_layer, grad_cam, image_size
 from .check import summed_softmax, tensor_entry
 from .loading import (given_feeds, prepare_run, refuse_unfed_pipelines, run_by_deadline, training_flags,
@@ -236,7 +236,8 @@ class Explainer:
         single = bool(self.one_example) and inputs.ndim == self.x.shape.rank
         if single:
             inputs = inputs[None]
-        if not self.x.shape.is_compatible_with(inputs.shape[1:] if self.one_example else inputs.shape):
+        # rows run in the batches the graph takes (padded to a fixed batch): only a row's shape must fit
+        if not row_shape(self.x, self.one_example).is_compatible_with(inputs.shape[1:]):
             wanted = self.x.shape.as_list() if self.x.shape.rank is not None else "any shape"
             several = (f"; {self.one_example}: give one example of that shape, or several stacked on a first axis"
                        if self.one_example else "")

@@ -19,13 +19,14 @@ from ..edits.summary import graph_ends
 from ..readings.bodies import bodies_of
 from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
 from ..files.arrays import load_array
+from ..files.confined import refuse_escaping_assets, refuse_escaping_shards
 from ..files.descriptors import kind_of_file
 from ..graph.functions import call_cycle, first_names, function_bodies, functions_run
 from ..graph.hints import close_names
 from ..graph.tensors import placeholder_shape, shape_mismatch, unknown_tensor
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, signatures_of
 from ..names import CALL_OPS, SERVING_DEFAULT
-from .effects import effects_in
+from .effects import refused_phrase, unsafe_ops_in
 from .variables import graph_variables, initializers_of, restore_variables
 from .internals import (
     saved_model_init_op,
@@ -97,8 +98,11 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
     prefix = checkpoint or _checkpoint_beside(model)
     if prefix:
         _refuse_irregular_checkpoint(prefix)
+        refuse_escaping_shards(prefix, os.path.dirname(os.path.abspath(prefix)))
     if model.kind == SAVEDMODEL and model.root:
         _refuse_irregular_checkpoint(os.path.join(model.root, "variables", "variables"))
+        refuse_escaping_shards(os.path.join(model.root, "variables", "variables"), model.root)
+        refuse_escaping_assets(model.root, asset_filenames(_meta_graph(model, chosen)))
     graph, session, unresolved, routed = load_graph(model, chosen, prefix, allow_effects, command)
     named = _signature_names(model, chosen)  # signature input and output names, to their tensors
     run = Run(model, chosen, prefix, graph, session, unresolved, routed)
@@ -117,12 +121,13 @@ def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None
         run.x_tensors = [_stood_in(run, tensor_named(graph, x), stand_ins) for x in run.xs]
         # what runs: y's ancestors, cut where x and the --feed tensors are fed
         fed = set(run.x_tensors) | {tensor_named(graph, name) for name in feeds}
-        effects = effects_in([op.node_def for op in ancestors([run.y_tensor], fed=fed)],
-                             function_bodies(loaded_graph_def(model, chosen)))
-    if effects and not allow_effects:
+        unsafe = unsafe_ops_in([op.node_def for op in ancestors([run.y_tensor], fed=fed)],
+                               function_bodies(loaded_graph_def(model, chosen)))
+    if unsafe and not allow_effects:
+        refuse_unfed_pipelines([run.y_tensor, *run.x_tensors], fed)  # the refusal with the feed that fixes it
         raise GraphgradError(
-            f"{model.path}: {command} runs the graph, and {len(effects)} op(s) on the path act outside it "
-            f"({first_names(sorted(effects))}); to run it anyway, add --allow-effects"
+            f"{model.path}: {command} runs the graph, and its path holds {refused_phrase(unsafe)}; to run it "
+            "anyway, add --allow-effects"
         )
     return run
 
@@ -142,15 +147,20 @@ def refuse_unknown_names(model: Model, tags: list | None, xs: Sequence[str], y: 
             raise CheckUsageError(f"{option} {name}: {wrong}")
 
 
-def refuse_misshapen_feeds(model: Model, tags: list | None, values: dict, option: str = "--feed") -> None:
+def refuse_misshapen_feeds(model: Model, tags: list | None, values: dict, option: str = "--feed",
+                           rows: bool = False) -> None:
     """Refuse a feed (name -> array) whose shape the placeholder it feeds does not
     take, naming the shape it wants (from the file, before anything runs);
-    ``option`` names where the array came from."""
+    ``option`` names where the array came from. ``rows``: the array's first axis is
+    rows, which run in the batches the graph takes (a fixed batch of 1 takes 16
+    rows in 16 runs), so only the shape of a row must fit."""
     named = _signature_names(model, tags)
     nodes = {node.name: node for node in loaded_graph_def(model, tags).node}
     for name, value in values.items():
         node = nodes.get(named.get(name, name).removesuffix(":0"))
         wanted = placeholder_shape(node) if node is not None else None
+        if rows and wanted and value.ndim == len(wanted):
+            wanted = [None, *wanted[1:]]
         if node is not None and wanted is not None and shape_mismatch(wanted, value.shape):
             given = f"{option} {name}" if option == "--feed" else option
             raise CheckUsageError(f"{given} has shape {list(value.shape)}, and {node.name} takes "
@@ -314,7 +324,7 @@ def _checkpoint_beside(model: Model) -> str | None:
 
 
 @dataclass
-class _LoadEffects:
+class LoadGate:
     """The refusal of ops with effects outside the graph among what loading runs
     (initializers, the restore op, a SavedModel's init op, their inputs), before
     any of it runs; ``--allow-effects`` (``allowed``) lets them run."""
@@ -335,17 +345,16 @@ class _LoadEffects:
         # TF2's saver restores in a function it calls with the file name: its reads are the restore
         calls = {op for op in restores if op.type in CALL_OPS}
         reading = functions_run([op.node_def for op in calls], bodies)
-        found = [effect for effect in effects_in(reached, bodies)
-                 if not (effect.split("/")[0] in reading and effect.endswith(_RESTORE_SUFFIXES))]
+        found = [unsafe for unsafe in unsafe_ops_in(reached, bodies)
+                 if not (unsafe.split("/")[0] in reading and unsafe.endswith(_RESTORE_SUFFIXES))]
         if found:
             raise GraphgradError(
-                f"{self.path}: loading it would run {len(found)} op(s) that act outside the graph "
-                f"({first_names(sorted(found))}) as its initializers, restore or init ops, before {self.command} "
-                "computes anything; to run them anyway, add --allow-effects"
+                f"{self.path}: loading it would run {refused_phrase(found)} as its initializers, restore or init "
+                f"ops, before {self.command} computes anything; to run them anyway, add --allow-effects"
             )
 
 
-def _restore_op(graph, saver) -> list:
+def restore_op(graph: Any, saver: Any) -> list:
     """The op a Saver runs to restore, in ``graph``."""
     return [graph.get_operation_by_name(saver.saver_def.restore_op_name)] if saver is not None else []
 
@@ -356,7 +365,7 @@ _RESTORES = ("RestoreV2", "Restore", "RestoreSlice")
 _RESTORE_SUFFIXES = tuple(f" ({op_type})" for op_type in _RESTORES)
 
 
-def _restores_of(graph, saver) -> set:
+def restores_of(graph: Any, saver: Any) -> set:
     """The checkpoint reads of ``saver``'s restore: those whose file name is the one
     the saver feeds (the checkpoint being loaded), and no other file; and TF2's
     restore, a call op that takes that file name first (the variables after it)."""
@@ -371,7 +380,7 @@ def _restores_of(graph, saver) -> set:
     return reads
 
 
-def _load_graph_variables(tf, session, model: Model, checkpoint: str | None, effects: "_LoadEffects") -> None:
+def _load_graph_variables(tf, session, model: Model, checkpoint: str | None, effects: "LoadGate") -> None:
     """Give the variables of a bare GraphDef values: from ``checkpoint`` by name, else
     by the initializers the graph holds for them (scanned for effects first)."""
     variables = graph_variables(session.graph)
@@ -395,7 +404,7 @@ def load_graph(model: Model, tags: list | None, checkpoint: str | None = None, a
     tf = tensorflow()
     graph = tf.Graph()
     unresolved = set()
-    effects = _LoadEffects(model.path, command, allow_effects, loaded_graph_def(model, tags))
+    effects = LoadGate(model.path, command, allow_effects, loaded_graph_def(model, tags))
     # Marked before the graph is built, calls inside branch functions are routed too.
     # The other calls too: graph mode cannot differentiate some at all (nested Keras calls).
     graph_def = loaded_graph_def(model, tags)
@@ -421,8 +430,8 @@ def load_graph(model: Model, tags: list | None, checkpoint: str | None = None, a
                 if checkpoint and saver is None:
                     raise GraphgradError(f"{model.path} has no variables to restore from {checkpoint}")
                 initializers = [variable.initializer for variable in graph.get_collection("variables")]
-                restore = _restore_op(graph, saver) if checkpoint else []
-                effects.refuse_what_loading_runs(initializers + restore, _restores_of(graph, saver))
+                restore = restore_op(graph, saver) if checkpoint else []
+                effects.refuse_what_loading_runs(initializers + restore, restores_of(graph, saver))
                 session.run(initializers)
                 if checkpoint:
                     saver.restore(session, checkpoint)
@@ -489,7 +498,7 @@ def _import_meta_graph(tf, meta_graph_def):
     return tf.compat.v1.train.import_meta_graph(meta_graph_def, clear_devices=True)
 
 
-def _load_saved_model(tf, session, model: Model, tags: list | None, effects: _LoadEffects) -> None:
+def _load_saved_model(tf, session, model: Model, tags: list | None, effects: LoadGate) -> None:
     """TensorFlow's TF1 loader (variables, assets, init ops) on the MetaGraphDef
     with ``tags`` as ``model`` holds it in memory, which need not be the file's:
     the comparison without overrides loads the reset graph beside the files. Its
@@ -507,10 +516,10 @@ def _load_saved_model(tf, session, model: Model, tags: list | None, effects: _Lo
     init = [init_op if hasattr(init_op, "type") else init_op.op] if init_op is not None else []
     # the model's own files: its checkpoint, and the vocabularies it ships as assets
     assets = _asset_tensors(meta_graph_def)
-    own = _restores_of(session.graph, saver) | {
+    own = restores_of(session.graph, saver) | {
         op for op in session.graph.get_operations()
         if op.type.startswith("InitializeTableFromTextFile") and op.inputs[1].name in assets}
-    effects.refuse_what_loading_runs(_restore_op(session.graph, saver) + init, own)
+    effects.refuse_what_loading_runs(restore_op(session.graph, saver) + init, own)
     loader.restore_variables(session, saver)
     loader.run_init_ops(session, tags)
 
@@ -525,6 +534,19 @@ def _asset_tensors(meta_graph_def) -> set:
     for packed in collection.any_list.value if collection is not None else []:
         assets.add(AssetFileDef.FromString(packed.value).tensor_info.name)
     return assets
+
+
+def asset_filenames(meta_graph_def: Any) -> list[str]:
+    """The file names of a MetaGraphDef's assets (graphgrad's proto, read before
+    TensorFlow is imported): its ``asset_file_def``, and the ``saved_model_assets``
+    collection TF1's builder writes."""
+    from tensorboard.compat.proto.meta_graph_pb2 import AssetFileDef
+
+    names = [asset.filename for asset in meta_graph_def.asset_file_def]
+    collection = meta_graph_def.collection_def.get("saved_model_assets")
+    for packed in collection.any_list.value if collection is not None else []:
+        names.append(AssetFileDef.FromString(packed.value).filename)
+    return names
 
 
 def _meta_graph(model: Model, tags: list | None):

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..edits.unfreeze import FROZEN_NODES, INITIAL_SUFFIX, UNFROZEN, VARIABLE_SUFFIX, Unfrozen, node_record
 from ..errors import GraphgradError
+from .loading import LoadGate, restore_op, restores_of
 from .runtime import tensorflow
 
 CHECKPOINT = "model"  # OUT_DIR/model.meta, model.index, model.data-*, and the checkpoint file
@@ -80,13 +81,16 @@ def _save(tf: Any, prefix: str, names: list, arrays: list) -> None:
     v1.train.update_checkpoint_state(folder, name, all_model_checkpoint_paths=[name])
 
 
-def freeze_checkpoint(meta_path: str, stored: Any, prefix: str, outputs: tuple, record: list | None = None) -> Any:
+def freeze_checkpoint(meta_path: str, stored: Any, prefix: str, outputs: tuple, record: list | None = None,
+                      allow_effects: bool = False) -> Any:
     """The GraphDef of the meta graph at ``meta_path`` (``stored``: its GraphDef as the
     file holds it, which is what is folded) with its unfrozen weights (and, with
     ``outputs``, every other variable those need) folded into constants of their
     values in the checkpoint ``prefix``: a TensorFlow GraphDef message. ``record``:
     the meta graph's :data:`FROZEN_NODES`, which, where given, says which nodes and
-    attributes the result holds (what training and re-saving added left out)."""
+    attributes the result holds (what training and re-saving added left out).
+    The restore runs only what the gate of every run lets through (the saver's own
+    reads of ``prefix`` and ops that compute in memory), unless ``allow_effects``."""
     tf = tensorflow()
     v1 = tf.compat.v1
     graph = tf.Graph()
@@ -95,6 +99,8 @@ def freeze_checkpoint(meta_path: str, stored: Any, prefix: str, outputs: tuple, 
             saver = v1.train.import_meta_graph(meta_path, clear_devices=True)
             if saver is None:
                 raise GraphgradError(f"{meta_path} has no variables to fold")
+            LoadGate(meta_path, "freeze", allow_effects, stored).refuse_what_loading_runs(
+                restore_op(graph, saver), restores_of(graph, saver))
             saver.restore(session, prefix)
         except (ValueError, tf.errors.OpError) as error:
             raise GraphgradError(f"cannot restore {prefix}: {str(error).splitlines()[0][:300]}") from None
