@@ -8,7 +8,7 @@ from ..files.arrays import load_array, save_array
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..jobs.deadline import run_until
 from ..methods.pgd import KEEPS, Budget
-from . import options
+from . import exits, options
 from .render import echo, echo_json, tensorflow_quiet
 
 
@@ -73,8 +73,8 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
     if out:
         save_array(out, adversarial)
     if as_json:
-        echo_json({"output": out, **report.__dict__})
-        return
+        echo_json({"output": out, **report.__dict__, "valid": report.valid})
+        return exits.for_verdict(report.valid)
     echo(f"{model}: d {report.y} / d {report.x}, L-infinity PGD, eps {report.eps:g}, {report.steps} steps of "
          f"{report.step_size:.4g}" + (f", EOT over {report.eot} runs" if report.eot > 1 else "")
          + (f", judged over {report.judge_runs} runs" if report.judge_runs > 1 else "")
@@ -88,6 +88,14 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
              *[f"  {blocker}" for blocker in report.blockers],
              f"  or bypass the region: graphgrad bypass {model} --from {report.x} --to TENSOR -o BPDA.pb "
              "(TENSOR: the defence's output), then attack that (BPDA)")
+    elif not report.valid:
+        echo(f"not valid: the gradient is masked: at {report.masked_images:.0%} of the images no step's gradient had "
+             "a usable entry (all zero, or not finite), so the attack could not move and its accuracy means nothing "
+             "of the defence",
+             f"  the gradient is usable again at {report.masked_at}; fix: {report.fix}" if report.fix else
+             f"  bypass the region that masks it: graphgrad bypass {model} --from {report.x} --to TENSOR -o BPDA.pb "
+             "(TENSOR: the defence's output), then attack that (BPDA)")
+    return exits.for_verdict(report.valid)
 
 
 def _range(text: str) -> tuple[float, float]:

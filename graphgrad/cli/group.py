@@ -92,7 +92,7 @@ class GraphgradGroup(click.Group):
         except Exception as failure:  # a bug: --json still gets its one document, and the traceback is kept
             json_error(f"internal error: {type(failure).__name__}: {failure}", exits.FAILURE)
             raise
-        ctx.exit(exits.for_outcome(outcome is not False))
+        ctx.exit(exits.for_outcome(outcome))
 
 
 @click.group(cls=GraphgradGroup, epilog=exits.HELP, context_settings={"help_option_names": ["-h", "--help"]})

@@ -93,6 +93,7 @@ class Outcome:
     clean_correct: Any  # per row
     attacked_correct: Any  # per row, after the attack
     gradient_runs: int
+    masked: Any = None  # per row: no step's gradient had a usable entry (all zero, or not finite)
 
 
 def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_at: Callable) -> Outcome:
@@ -114,7 +115,7 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
     low, high = np.maximum(images - budget.eps, budget.low), np.minimum(images + budget.eps, budget.high)
     current = np.clip(images + rng.uniform(-budget.eps, budget.eps, images.shape), low, high).astype(images.dtype)
     held, least = images.copy(), clean[rows, labels]  # each row's most adversarial point so far
-    runs = 0
+    runs, moved = 0, np.zeros(len(images), dtype=bool)
     for _ in range(budget.steps):
         gradient = np.zeros(current.shape, dtype=np.float64)
         for _ in range(budget.eot):
@@ -122,6 +123,8 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
             runs += 1
             if found is not None:
                 gradient += np.asarray(found, dtype=np.float64)
+        moved |= usable_rows(gradient)
+        gradient = np.where(np.isfinite(gradient), gradient, 0.0)
         current = np.clip(current + budget.size * np.sign(gradient), low, high).astype(images.dtype)
         if budget.keep == "best":
             chance = probabilities(current)[rows, labels]
@@ -130,4 +133,20 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
     if budget.keep == "last":
         held = current
     attacked = probabilities(held)
-    return Outcome(held, clean.argmax(axis=-1) == labels, attacked.argmax(axis=-1) == labels, runs)
+    return Outcome(held, clean.argmax(axis=-1) == labels, attacked.argmax(axis=-1) == labels, runs, ~moved)
+
+
+# Below this, a gradient entry is float noise, not a direction: float32's smallest normal number.
+NOISE = float(np.finfo(np.float32).tiny)
+
+# The share of images whose gradient is masked past which an attack's accuracy is no evaluation.
+MASKED_SHARE = 0.5
+
+
+def usable_rows(gradient: Any) -> Any:
+    """Per row of ``gradient``, whether it has an entry the attack can follow: finite
+    and above float noise. A masked gradient (a quantiser written as ``x - FloorMod(x,
+    c)``, a ``Sign``, a ``Round`` under a clip) is zero, not None: found by value."""
+    flat = np.abs(np.asarray(gradient, dtype=np.float64)).reshape(len(gradient), -1)
+    finite = np.where(np.isfinite(flat), flat, 0.0)
+    return (finite > NOISE).any(axis=1)

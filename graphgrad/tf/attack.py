@@ -10,9 +10,9 @@ from typing import Any
 
 from ..errors import UsageError
 from ..files.reading import read_model
-from ..methods.batching import in_batches
+from ..methods.batching import in_batches, padded
 from ..methods.options import DEFAULT_TIMEOUT, checked_rows
-from ..methods.pgd import Budget, Outcome, pgd
+from ..methods.pgd import MASKED_SHARE, Budget, Outcome, pgd, usable_rows
 from .batches import batching_for, row_shape
 from .blockers import BlockerContext, find_blockers, surrogates_in
 from ..graph.functions import first_names
@@ -53,6 +53,15 @@ class AttackReport:
     gradient_runs: int = 0
     seconds: float = 0.0
     blockers: list = field(default_factory=list)  # "node (op): why; fix: ..." where the gradient stops
+    masked_images: float = 0.0  # the share of images no step's gradient could move (zero or not finite)
+    masked_at: str = ""  # the tensor closest to x every path goes through whose gradient is usable, where masked
+    fix: str = ""  # the bypass that restores the gradient, where one is found
+
+    @property
+    def valid(self) -> bool:
+        """Whether the accuracy under attack is an evaluation: the gradient reached x
+        and moved most images (a masked gradient's figure says nothing of robustness)."""
+        return not self.blockers and self.masked_images <= MASKED_SHARE
 
 
 def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: AttackOptions
@@ -110,8 +119,53 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
     outcome: Outcome = pgd(images, labels, budget, gradient_at, scores_at)
     report.clean_accuracy = float(outcome.clean_correct.mean())
     report.attacked_accuracy = float(outcome.attacked_correct.mean())
-    report.gradient_runs, report.seconds = outcome.gradient_runs, time.monotonic() - started
+    report.gradient_runs = outcome.gradient_runs
+    report.masked_images = float(outcome.masked.mean())
+    if gradient is not None and report.masked_images > MASKED_SHARE:
+        sample = batching.rows if batching.fixed else 8
+        report.masked_at = _where_it_is_usable(run, x, y, loss, path_ops, padded(images[:sample], batching),
+                                               padded(labels[:sample], batching), evaluate, sample)
+        if report.masked_at:
+            report.fix = (f"graphgrad bypass {path} --from {x.name} --to {report.masked_at} -o BPDA.pb, then attack "
+                          "BPDA.pb (BPDA)")
+    report.seconds = time.monotonic() - started
     return outcome.adversarial, report
+
+
+def _where_it_is_usable(run: Any, x: Any, y: Any, loss: Any, path_ops: set, images: Any, labels: Any,
+                        evaluate: Any, batch: int) -> str:
+    """Where a masked gradient comes back: the tensor closest to x that every path
+    from x to y goes through (what a bypass from x can end at) whose gradient is
+    usable at the first images; "" where none is."""
+    tf = tensorflow()
+    order = [op for op in run.graph.get_operations() if op in path_ops and op is not y.op]
+    cuts = [op for op in order if op.outputs and op.outputs[0].dtype.is_floating and op.outputs[0].shape.rank
+            and op.outputs[0].shape[0] in (None, x.shape[0]) and not _reaches_around(x.op, y.op, op, path_ops)]
+    if not cuts:
+        return ""
+    with run.graph.as_default(), tf1_control_flow(run.graph):
+        gradients = tf.compat.v1.gradients(loss, [op.outputs[0] for op in cuts])
+    sample = slice(0, batch)
+    fetched = [g for g in gradients if g is not None]
+    values = iter(evaluate(fetched, images[sample], labels[sample]) if fetched else [])
+    for op, g in zip(cuts, gradients):
+        if g is not None and usable_rows(next(values)).mean() > MASKED_SHARE:
+            return op.outputs[0].name
+    return ""
+
+
+def _reaches_around(start: Any, end: Any, avoided: Any, path_ops: set) -> bool:
+    """Whether ``end`` is reached from ``start`` along ``path_ops`` without ``avoided``."""
+    seen, stack = {start}, [start]
+    while stack:
+        op = stack.pop()
+        for consumer in (c for t in op.outputs for c in t.consumers()):
+            if consumer is end:
+                return True
+            if consumer in path_ops and consumer is not avoided and consumer not in seen:
+                seen.add(consumer)
+                stack.append(consumer)
+    return False
 
 
 def _refuse_misfit(images: Any, labels: Any, x: Any, y: Any, y_name: str) -> None:

@@ -1,0 +1,68 @@
+"""attack never certifies a masked gradient as robustness (issue 47, point 1): the
+bundled digits CNN behind defences whose TensorFlow gradient is zero, not None (a
+bit-depth quantiser written as x - FloorMod(x, 1/7), a Sign binarisation), is
+found masked by the gradient's value; the report says the figure is no
+evaluation, exits 3, and names where the gradient is usable again; the bypass it
+prints, followed, makes the attack an evaluation again."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import fixture, run_cli
+from tf_helpers import tf, v1
+
+
+def _defended(tmp_path, defence, name):
+    """The digits CNN with ``defence(x)`` in front of it, as a frozen GraphDef."""
+    classifier = v1.GraphDef.FromString(open(fixture("digits_cnn.pb"), "rb").read())
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        with tf.name_scope("defence"):
+            squeezed = tf.identity(defence(x), name="squeezed")
+        tf.import_graph_def(classifier, input_map={"x:0": squeezed}, name="classifier")
+    path = tmp_path / f"{name}.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path
+
+
+DEFENCES = {
+    "floormod": lambda x: x - tf.math.floormod(x, 1.0 / 7),  # 3 bits, its gradient exactly 0
+    "sign": lambda x: (tf.sign(x - 0.5) + 1.0) / 2.0,  # binarised: Sign's gradient is 0
+}
+
+
+def _attack(model, *args, expect):
+    result = run_cli("attack", model, "--y", "classifier/logits", "--input", fixture("digits_test_images.npy"),
+                     "--labels", fixture("digits_test_labels.npy"), "--eps", "0.3", "--steps", "20", *args,
+                     expect=expect)
+    return result
+
+
+@pytest.mark.parametrize("name", sorted(DEFENCES))
+def test_a_zero_gradient_is_not_reported_as_robustness_and_its_fix_works(tmp_path, name):
+    model = _defended(tmp_path, DEFENCES[name], name)
+    masked = _attack(model, "--json", expect=3)
+    report = json.loads(masked.stdout)
+    assert report["valid"] is False and report["masked_images"] > 0.5 and report["blockers"] == []
+    assert report["masked_at"].startswith("defence/"), report  # where the gradient is usable again
+    text = _attack(model, expect=3).stdout
+    assert "not valid: the gradient is masked" in text
+    [fix] = [line.split("fix: ", 1)[1] for line in text.splitlines() if "fix: " in line]
+    assert fix.startswith("graphgrad bypass ") and ", then attack BPDA.pb" in fix
+    bypass = fix.split(", then")[0].split()[2:]  # the printed command, followed
+    bypass[bypass.index("-o") + 1] = str(tmp_path / "bpda.pb")
+    run_cli("bypass", *bypass)
+    broken = json.loads(_attack(tmp_path / "bpda.pb", "--json", expect=0).stdout)
+    assert broken["valid"] is True and broken["masked_images"] == 0.0
+    # binarised pixels 0.3 from the threshold cannot cross it: some robustness is real there
+    assert broken["attacked_accuracy"] < (0.1 if name == "floormod" else 0.3) < broken["clean_accuracy"]
+
+
+def test_an_undefended_model_is_an_evaluation(tmp_path):
+    report = json.loads(run_cli("attack", fixture("digits_cnn.pb"), "--y", "logits", "--input",
+                                fixture("digits_test_images.npy"), "--labels", fixture("digits_test_labels.npy"),
+                                "--eps", "0.05", "--steps", "5", "--json").stdout)
+    assert report["valid"] is True and report["masked_images"] < 0.5
