@@ -381,3 +381,28 @@ def test_only_the_file_layer_opens_and_writes_files_and_one_child_exits_at_once(
                 assert top_of(relative_path) == "files", f"{relative_path} calls {name}"
             if name == "os._exit":
                 assert relative_path == os.path.join("jobs", "batch.py"), f"{relative_path} calls os._exit"
+
+
+# Where a session runs: the run seam (a job's runs, under their deadline), and what
+# loading, restoring variables and freezing run before or beside any job.
+SESSION_RUNNERS = {os.path.join("tf", name) for name in ("run.py", "loading.py", "variables.py", "unfreeze.py")}
+# The commands that run a model on the seam: none imports another.
+RUNNING_COMMANDS = {"tf/check", "tf/explainer", "tf/attribute", "tf/attack"}
+
+
+def test_one_seam_runs_the_sessions_of_check_attribute_and_attack():
+    """session.run only in tf/run.py (and loading's own runs); the deadline child
+    started only by the command line; the commands on the seam import none of
+    one another (what they share is in tf/run.py, tf/targets.py, tf/loading.py)."""
+    for relative_path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run":
+                owner = ast.unparse(node.func.value)
+                if "session" in owner:
+                    assert relative_path in SESSION_RUNNERS, f"{relative_path} runs a session ({owner}.run)"
+            if isinstance(node, ast.Call) and _called_name(node) == "run_until":
+                assert top_of(relative_path) == "cli", f"{relative_path} starts the deadline's child"
+    graph = _import_graph()
+    for module in RUNNING_COMMANDS - {"tf/attribute"}:
+        assert not graph[module] & RUNNING_COMMANDS - {module}, f"{module} imports {graph[module] & RUNNING_COMMANDS}"
+    assert graph["tf/attribute"] & RUNNING_COMMANDS == {"tf/explainer"}  # attribute's entry is the explainer

@@ -7,7 +7,6 @@ prints, followed, makes the attack an evaluation again."""
 
 import json
 
-import numpy as np
 import pytest
 
 from conftest import fixture, run_cli
@@ -66,3 +65,57 @@ def test_an_undefended_model_is_an_evaluation(tmp_path):
                                 fixture("digits_test_images.npy"), "--labels", fixture("digits_test_labels.npy"),
                                 "--eps", "0.05", "--steps", "5", "--json").stdout)
     assert report["valid"] is True and report["masked_images"] < 0.5
+
+
+FIXTURES_WITH_BLOCKERS = {  # fixture: (y, the --feed it needs)
+    "digits_bit_depth.pb": "classifier/logits",
+    "binary_net.pb": "dense2/logits",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES_WITH_BLOCKERS))
+def test_every_fix_check_prints_on_the_fixtures_is_followed_and_works(tmp_path, name):
+    """check's fixes, run as printed (OUT named), leave a usable gradient; on the
+    bit-depth defence the result is then an attack that breaks it (a clip-1 ste on
+    a rounding of 7x, the fix once printed, left it 96% "robust")."""
+    import shlex
+
+    y = FIXTURES_WITH_BLOCKERS[name]
+    model = str(tmp_path / name)
+    with open(fixture(name), "rb") as source, open(model, "wb") as copy:
+        copy.write(source.read())
+    followed = 0
+    for _ in range(6):  # one fix a round, as printed for the model of that round
+        report = json.loads(run_cli("check", model, "--y", y, "--json", expect=None).stdout)
+        if report["gradients"][0]["status"] == "finite":
+            break
+        assert report["blockers"], report
+        words = shlex.split(report["blockers"][0]["fix"])
+        assert words[:3] == ["graphgrad", "rewrite", model] and words[-2:] == ["-o", "OUT"], words
+        followed += 1
+        model = str(tmp_path / f"fixed{followed}.pb")
+        run_cli(*words[1:-1], model)
+    assert followed and report["gradients"][0]["status"] == "finite", report
+    if name == "digits_bit_depth.pb":
+        attacked = json.loads(_attack(model, "--json", expect=0).stdout)
+        assert attacked["valid"] and attacked["attacked_accuracy"] < 0.1
+
+
+def _noisy(x):
+    """Gaussian noise and a random brightness shift, drawn at every run (a one-pixel
+    roll of an 8x8 digit would cost the undefended classifier its clean accuracy)."""
+    shift = tf.random.uniform([tf.shape(x)[0], 1, 1, 1], -0.1, 0.1)
+    return tf.clip_by_value(x + shift + tf.random.normal(tf.shape(x), stddev=0.1), 0.0, 1.0)
+
+
+def test_randomness_is_named_and_judged_over_runs_and_eot_breaks_it(tmp_path):
+    model = _defended(tmp_path, _noisy, "noisy")
+    checked = json.loads(run_cli("check", model, "--y", "classifier/logits", "--json", expect=None).stdout)
+    assert any("random numbers at every run" in note and "--eot" in note for note in checked["notes"])
+    one_draw = _attack(model, "--json", expect=0)
+    report = json.loads(one_draw.stdout)
+    assert report["random"] and report["judge_runs"] == 10 and report["eot"] == 1
+    text = _attack(model, expect=0).stdout
+    assert "draws other random numbers at every run" in text and "give --eot N" in text
+    averaged = json.loads(_attack(model, "--eot", "10", "--steps", "40", "--json", expect=0).stdout)
+    assert averaged["valid"] and averaged["judge_runs"] == 10 and averaged["attacked_accuracy"] < 0.1

@@ -7,6 +7,7 @@ from ..errors import UsageError
 from ..files.arrays import load_array, save_array
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..jobs.deadline import run_until
+from ..methods.options import RunOptions
 from ..methods.pgd import KEEPS, Budget
 from . import exits, options
 from .render import echo, echo_json, tensorflow_quiet
@@ -55,7 +56,7 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
       graphgrad bypass defended.pb --from x:0 --to defence/squeezed:0 -o bpda.pb
       graphgrad attack bpda.pb --input images.npy --labels labels.npy --eps 0.1 --eot 10
     """
-    from ..tf.attack import AttackOptions, attack_model
+    from ..tf.attack import attack_model
 
     low, high = _range(valid_range)
     budget = Budget(eps, steps, step_size, eot, low, high, seed, eval_runs, keep)
@@ -66,7 +67,7 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
          f"--input {input_path}": [input_path], f"--labels {labels_path}": [labels_path]},
         [Output("-o", out)] if out else [])
     images, labels = load_array(input_path, "--input"), load_array(labels_path, "--labels")
-    attack_options = AttackOptions(x, y, tags, checkpoint, kind, allow_effects, timeout, feeds)
+    attack_options = RunOptions((x,) if x else (), y, feeds, tags, checkpoint, kind, allow_effects, timeout)
     with tensorflow_quiet():
         adversarial, report = run_until(timeout, attack_model, model, images, labels, budget, attack_options,
                                         what=f"attack of {model}")
@@ -83,6 +84,12 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
          f"  clean accuracy          {report.clean_accuracy:7.1%}  ({report.rows} images)",
          f"  accuracy under attack   {report.attacked_accuracy:7.1%}",
          f"  {report.gradient_runs} gradient runs")
+    if report.random:
+        echo(f"the model draws other random numbers at every run ({', '.join(report.random[:3])}"
+             + (", ..." if len(report.random) > 3 else "") + "): "
+             + (f"give --eot N (e.g. --eot 10) to average the gradient over draws (EOT); each image was judged over "
+                f"{report.judge_runs} runs" if report.eot == 1 else
+                f"the gradient was averaged over {report.eot} runs (EOT)"))
     if report.blockers:
         echo("the gradient is blocked, so the attack could not move (its accuracy means nothing of the defence):",
              *[f"  {blocker}" for blocker in report.blockers],

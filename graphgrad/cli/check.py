@@ -6,7 +6,8 @@ import click
 from ..graph.functions import first_names
 from ..jobs.deadline import run_until
 from ..jobs.show import ShowOptions, findings_of_check, require_output, show_model
-from ..tf.check import check_model
+from ..methods.options import RunOptions
+from ..tf.check import CheckOptions, check_model
 from . import options
 from .render import echo, echo_json, table, tensorflow_quiet
 
@@ -72,8 +73,9 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
     if html_out:  # refused before TensorFlow is imported
         require_output(model, html_out, (".html",), "--html")
     with tensorflow_quiet(verbose):
-        report = run_until(timeout, check_model, model, xs, y, feeds, batch, seed, kind, tags, target, allow_effects,
-                           checkpoint, timeout, feed_shapes, what=f"check of {model}")
+        run_options = RunOptions(tuple(xs), y, feeds, tags, checkpoint, kind, allow_effects, timeout)
+        report = run_until(timeout, check_model, model, run_options, CheckOptions(target, batch, seed, feed_shapes),
+                           what=f"check of {model}")
     if html_out:
         show_model(model, html_out, ShowOptions(x=tuple(g.x for g in report.gradients), y=report.y, tags=tags,
                                                 kind=kind), findings_of_check(report))

@@ -76,6 +76,23 @@ def positive_seconds(timeout: Any) -> float:
 
 
 @dataclass(frozen=True)
+class RunOptions:
+    """How a command runs a model, the same for ``check``, ``attribute`` and
+    ``attack``: the tensors (``xs``: none, one or several x; ``y``), the values of
+    other placeholders (``feeds``), which MetaGraphDef and checkpoint, the file's
+    kind, whether ops the gate refuses may run, and how long all runs may take."""
+
+    xs: tuple = ()
+    y: str | None = None
+    feeds: dict = field(default_factory=dict)  # placeholder name -> a number, a JSON list or a .npy path
+    tags: str | None = None
+    checkpoint: str | None = None
+    kind: str | None = None
+    allow_effects: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@dataclass(frozen=True)
 class AttributeOptions:
     """What an attribution takes besides the model and the rows: one typed object
     from the command (or the Python call) to the explainer."""
@@ -102,6 +119,12 @@ class AttributeOptions:
                              "of f(x) - f(baseline) above 0 (e.g. 0.01)")
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise UsageError(f"max_steps={self.max_steps!r}: give a whole number of steps, at least 1")
+
+    @property
+    def run(self) -> RunOptions:
+        """How the model runs (the Python API keeps these as keywords of their own)."""
+        return RunOptions((self.x,) if self.x else (), self.y, self.feeds, self.tags, self.checkpoint, self.kind,
+                          self.allow_effects, self.timeout)
 
 
 @dataclass

@@ -5,35 +5,26 @@ respect to x, and where the gradient stops when it does. The loop is
 """
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import UsageError
 from ..files.reading import read_model
 from ..methods.batching import in_batches, padded
-from ..methods.options import DEFAULT_TIMEOUT, checked_rows
+from ..methods.options import RunOptions, checked_rows
 from ..methods.pgd import MASKED_SHARE, Budget, Outcome, pgd, usable_rows
 from .batches import batching_for, row_shape
 from .blockers import BlockerContext, find_blockers, surrogates_in
 from ..graph.functions import first_names
-from .loading import (chosen_tags, given_feeds, loaded_graph_def, prepare_run, refuse_misshapen_feeds,
-                      run_by_deadline, unfed_inputs)
-from .paths import ancestors_of_ops, between
+from .loading import chosen_tags, given_feeds, loaded_graph_def, refuse_misshapen_feeds, unfed_inputs
+from .run import Deadline, open_run
+from .paths import ancestors, ancestors_of_ops, between
+from .randomness import random_ops
 from .runtime import tensorflow, tf1_control_flow
 
 
-@dataclass(frozen=True)
-class AttackOptions:
-    """The model's side of an attack: which tensors, how it is loaded, how long it may run."""
-
-    x: str | None = None
-    y: str | None = None
-    tags: str | None = None
-    checkpoint: str | None = None
-    kind: str | None = None
-    allow_effects: bool = False
-    timeout: float = DEFAULT_TIMEOUT
-    feeds: dict = field(default_factory=dict)  # placeholder name -> a number, a JSON list or a .npy path
+# Runs a randomised model's images are judged over when --eval-runs and --eot leave it to the attack.
+RANDOM_JUDGE_RUNS = 10
 
 
 @dataclass
@@ -56,6 +47,7 @@ class AttackReport:
     masked_images: float = 0.0  # the share of images no step's gradient could move (zero or not finite)
     masked_at: str = ""  # the tensor closest to x every path goes through whose gradient is usable, where masked
     fix: str = ""  # the bypass that restores the gradient, where one is found
+    random: list = field(default_factory=list)  # "node (op)": what draws other numbers at every run
 
     @property
     def valid(self) -> bool:
@@ -64,28 +56,32 @@ class AttackReport:
         return not self.blockers and self.masked_images <= MASKED_SHARE
 
 
-def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: AttackOptions
+def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: RunOptions
                  ) -> tuple[Any, AttackReport]:
     """L-infinity PGD on the model at ``path``: ``images`` (x's shape, rows first), their
     true ``labels`` (one class index per row; y: logits of shape [rows, classes]).
     Returns the adversarial images and the report; where the gradient is blocked, the
     attack still runs (a masked gradient leaves it at its random start) and the report
-    names the blockers with their fixes."""
+    names the blockers with their fixes. The model runs as ``options`` say, through
+    :func:`graphgrad.tf.run.open_run`; all runs, loading included, end by
+    ``options.timeout``."""
     import numpy as np
 
     started = time.monotonic()
     images, labels = np.asarray(images), np.asarray(labels)
     budget.refuse_unfit(images, labels)
     model = read_model(path, options.kind)
-    if options.x:  # the images against x's declared shape, from the file, before TensorFlow
-        refuse_misshapen_feeds(model, chosen_tags(model, options.tags), {options.x: images}, "--input", rows=True)
-    run = prepare_run(model, [options.x] if options.x else [], options.y, options.tags, options.checkpoint,
-                      options.allow_effects, command="attack", feeds=options.feeds, fed_are_not_x=True)
+    if len(options.xs) == 1:  # the images against x's declared shape, from the file, before TensorFlow
+        refuse_misshapen_feeds(model, chosen_tags(model, options.tags), {options.xs[0]: images}, "--input", rows=True)
+    run = open_run(model, options, "attack", fed_are_not_x=True)
     if len(run.x_tensors) != 1:
         raise UsageError(f"attack perturbs one x; name it with --x (found {', '.join(run.xs)}), and give the "
                          "others with --feed NAME=VALUE")
     x, y = run.x_tensors[0], run.y_tensor
     feed = given_feeds(run.graph, options.feeds)
+    drawn = random_ops(ancestors([y], fed={x, *feed}))
+    if drawn and budget.judge_runs is None and budget.eot == 1:  # one draw is no verdict on a randomised model
+        budget = replace(budget, judge_runs=RANDOM_JUDGE_RUNS)
     images, labels = checked_rows(images, x.dtype.as_numpy_dtype, "--input"), np.asarray(labels)
     _refuse_misfit(images, labels, x, y, run.y)
     tf = tensorflow()
@@ -94,19 +90,18 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: A
         loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=truth, logits=y))
         [gradient] = tf.compat.v1.gradients(loss, [x])
     report = AttackReport(path, run.xs[0], run.y, budget.eps, budget.steps, budget.size, budget.eot, budget.judges,
-                          budget.keep, len(images))
+                          budget.keep, len(images), random=drawn)
     _refuse_disconnected(run, x, y, feed)
     path_ops = between([x], y, only_differentiable=True)
     if gradient is None:
         report.blockers = _blockers(run, model, x, y, path_ops)
     batching = batching_for(x, path_ops, images[:1].nbytes)
-    deadline = started + options.timeout
-    stopped = (f"{path}: the attack took over {options.timeout:g} s and was stopped; give it longer with "
-               "--timeout SECONDS")
+    deadline = Deadline(started + options.timeout, f"{path}: the attack took over {options.timeout:g} s and was "
+                        "stopped; give it longer with --timeout SECONDS")
 
     def evaluate(fetch: Any, points: Any, rows: Any = None) -> Any:
         fed = {**feed, x: points} if rows is None else {**feed, x: points, truth: rows}
-        return run_by_deadline(run.session, fetch, fed, deadline, stopped, path)
+        return run.evaluate(fetch, fed, deadline)
 
     def gradient_at(points: Any, rows: Any) -> Any:
         if gradient is None:

@@ -7,7 +7,7 @@ then tf.gradients of ``y[..., target]`` with respect to x, times the input for t
 methods that say so. Linear and structural ops keep their own gradient; any other
 op type on the x -> y paths that the method has no rule for is named before the
 graph runs (and refused for the methods whose meaning depends on a rule at every
-nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.loading.prepare_run`).
+nonlinearity). The graph runs as ``check`` runs it (:func:`graphgrad.tf.run.open_run`).
 """
 
 from typing import Any

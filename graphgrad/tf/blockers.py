@@ -43,9 +43,6 @@ ZERO_GRADIENT = {"Sign"}
 STOPPERS = {"StopGradient", "PreventGradient"}
 
 
-QUANTIZERS = {"Sign", "Round", "Floor", "Ceil", "Rint"}
-
-
 @dataclass(frozen=True)
 class Blocker:
     node: str
@@ -55,7 +52,10 @@ class Blocker:
 
 
 def _fix(path, node: str, override, op_type: str) -> str:
-    spec = "ste" if op_type in QUANTIZERS else "identity"
+    # Sign's input is a value near [-1, 1] (a binarised net's), where ste's clip at 1 is the estimator's meaning; a
+    # rounding's input is any scale (a 3-bit defence rounds 7x), where a clip at 1 would zero most of the gradient
+    # and make the defence look robust: the identity carries it whatever the scale (BPDA's own choice).
+    spec = "ste" if op_type == "Sign" else "identity"
     force = " --force" if override else ""
     return f"graphgrad rewrite {path} --node '{node}={spec}'{force} -o OUT"
 

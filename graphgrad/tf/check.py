@@ -13,11 +13,12 @@ TensorFlow is imported inside functions only, as in the runtime.
 """
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..edits.tensors import rename_functions
+from ..errors import GraphgradError
+from ..graph.functions import first_names
 from ..edits.surgery import ResetOptions, reset_model
 from ..edits.traps import SIGN, graphgrad_spec, sign_notes
 from ..files.reading import read_model
@@ -32,19 +33,21 @@ from .runtime import (
 )
 
 from .blockers import BlockerContext, find_blockers, idle_overrides, surrogates_in
-from ..methods.options import DEFAULT_TIMEOUT
+from ..methods.options import RunOptions
 from .loading import (
     DEFAULTED,
     CheckUsageError,
     given_feeds,
     load_graph,
     loaded_graph_def,
-    prepare_run,
     refuse_unfed_pipelines,
     tensor_named,
     tensorflow_says,
 )
-from .paths import ancestors, between, floating, override_on
+from .paths import ancestors, between, floating
+from .randomness import random_ops
+from .run import Deadline, RunStopped, open_run, run_session
+from .targets import SummedSoftmax, summed_softmax, tensor_entry
 
 
 @dataclass
@@ -57,22 +60,6 @@ class Gradient:
     norm: float | None = None
     error: str | None = None
     why: str | None = None  # why a gradient that ran is not usable (an empty y)
-
-
-@dataclass(frozen=True)
-class SummedSoftmax:
-    """y passes on the ``softmax`` op's output unchanged: d sum(y)/dx is zero up to
-    rounding, whatever the graph. ``logits``: the softmax's input tensor."""
-
-    softmax: str
-    logits: str
-
-    def describe(self) -> str:
-        """What is wrong and the fix, as check and attribute say it."""
-        return (f"y is the softmax {self.softmax}: its entries sum to 1, so the gradient of their sum (what "
-                "tf.gradients computes) is zero up to rounding\n"
-                "  fix: choose one class, --target INDEX, or differentiate the logits, "
-                f"--y {self.logits.removesuffix(':0')}")
 
 
 @dataclass
@@ -102,32 +89,32 @@ class CheckReport:
         return self.summed_softmax is None and all(g.status == "finite" for g in self.gradients)
 
 
-def tensor_entry(y: Any, target: int | None) -> Any:
-    """``y[..., target]``, or y itself when there is no target (a usage error names
-    the entries there are)."""
-    return _entry(y, target)
+@dataclass(frozen=True)
+class CheckOptions:
+    """What check does with the model it runs: the ``target`` entry of y to
+    differentiate (None: the sum of y, as tf.gradients does), and the random feeds'
+    ``batch``, ``seed`` and ``shapes`` (placeholder name -> dimensions)."""
+
+    target: int | None = None
+    batch: int = 1
+    seed: int = 0
+    shapes: dict = field(default_factory=dict)
 
 
-def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: dict | None = None, batch: int = 1,
-                seed: int = 0, kind: str | None = None,
-                tags: str | None = None, target: int | None = None, allow_effects: bool = False,
-                checkpoint: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-                shapes: dict | None = None) -> CheckReport:
-    """Check the gradients dy/dx of the model at ``path`` (see the module doc).
-    ``tags`` ("serve", "serve,gpu") chooses the MetaGraphDef of a SavedModel that
-    holds several. ``target`` differentiates ``y[..., target]`` (one class of a
-    classifier's output) instead of the sum of y's entries, as tf.gradients does.
-    Without ``y``: the model's one floating-point output (see :func:`only_output`);
-    without ``xs``: the floating-point placeholders y depends on. It runs the
-    graph: ops on the path whose effects reach outside it (see
-    :mod:`graphgrad.tf.effects`) are refused, naming them, unless ``allow_effects``.
-    A MetaGraphDef's variables are restored from ``checkpoint`` (a prefix), else
-    from the checkpoint beside the file (``model.ckpt-N.meta``: ``model.ckpt-N``),
-    else initialised as the graph says; ``variables`` in the report says which.
-    A run that takes over ``timeout`` seconds is stopped and reported. ``shapes``
-    (placeholder name -> dimensions) sets the shape of random feeds."""
-    model = read_model(path, kind)
-    run = prepare_run(model, xs, y, tags, checkpoint, allow_effects, feeds=feeds)
+def check_model(path: str, run_options: RunOptions = RunOptions(), options: CheckOptions = CheckOptions()
+                ) -> CheckReport:
+    """Check the gradients dy/dx of the model at ``path`` (see the module doc),
+    run as ``run_options`` say (:func:`graphgrad.tf.run.open_run`: without y, the
+    model's one floating-point output; without xs, the floating-point placeholders
+    y depends on; ops the gate refuses are named unless ``allow_effects``). A
+    MetaGraphDef's variables are restored from ``checkpoint`` (a prefix), else from
+    the checkpoint beside the file (``model.ckpt-N.meta``: ``model.ckpt-N``), else
+    initialised as the graph says; ``variables`` in the report says which. A run
+    that takes over ``timeout`` seconds is stopped and reported."""
+    target, batch, seed, shapes = options.target, options.batch, options.seed, options.shapes
+    feeds = run_options.feeds
+    model = read_model(path, run_options.kind)
+    run = open_run(model, run_options, "check")
     chosen, prefix, graph, session, unresolved, routed = (run.tags, run.checkpoint, run.graph, run.session,
                                                           run.unresolved, run.routed)
     y, xs, y_tensor, x_tensors = run.y, run.xs, run.y_tensor, run.x_tensors
@@ -141,37 +128,75 @@ def check_model(path: str, xs: Sequence[str] = (), y: str | None = None, feeds: 
     with graph.as_default():
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report, shapes)
         refuse_unfed_pipelines([y_tensor] + x_tensors, feed)
-        differentiated = _entry(y_tensor, target)
+        differentiated = tensor_entry(y_tensor, target)
         for name, x in zip(xs, x_tensors):
             unknown = {op: graph.get_tensor_by_name(f"{op}:0").shape.as_list() for op in report.guessed_shapes}
-            report.gradients.append(_with_shape_hint(_gradient(session, name, x, differentiated, feed, timeout),
+            report.gradients.append(_with_shape_hint(_gradient(session, name, x, differentiated, feed, run.deadline),
                                                      report.guessed_shapes, unknown))
         if target is None:
             report.summed_softmax = summed_softmax(y_tensor)
         float_path = between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = surrogates_in(graph)
         context = BlockerContext(unresolved, path, loaded_graph_def(model, chosen))
-        report.blockers = find_blockers(x_tensors, y_tensor, float_path, surrogates, context)
+        report.blockers = _clips_that_cover(find_blockers(x_tensors, y_tensor, float_path, surrogates, context),
+                                            run, feed)
         report.intended_stops, report.shape_only = context.intended_stops, context.shape_only
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
         report.idle_overrides = idle_overrides(loaded, float_path)
-    report.notes = run.moved_notes() + trap_notes(loaded_graph_def(model, chosen))
+    report.notes = run.moved_notes() + trap_notes(loaded_graph_def(model, chosen)) + _random_notes(
+        random_ops(ancestors([y_tensor], fed=set(feed))))
     if any(value.startswith(NAMESPACE) for value in overrides_in(model)):  # function bodies too
         plain, _ = reset_model(model, ResetOptions())
         # TensorFlow keeps the functions cond_v2 builds for gradients process-wide, by
         # branch name: the plain graph's branches, if an edit changed them, would clash.
         rename_functions(plain, "_graphgrad_plain")
-        plain_graph, plain_session, _, _ = load_graph(plain, chosen, prefix, allow_effects)
+        plain_graph, plain_session, _, _ = load_graph(plain, chosen, prefix, run_options.allow_effects)
         with plain_graph.as_default():
             back = {stand_in: tensor for tensor, stand_in in run.moved.items()}
             plain_feed = {tensor_named(plain_graph, back.get(t.name, t.name)): v for t, v in feed.items()}
-            plain_y = _entry(tensor_named(plain_graph, y), target)
+            plain_y = tensor_entry(tensor_named(plain_graph, y), target)
             report.without_overrides = [
-                _gradient(plain_session, name, tensor_named(plain_graph, name), plain_y, plain_feed, timeout)
+                _gradient(plain_session, name, tensor_named(plain_graph, name), plain_y, plain_feed, run.deadline)
                 for name in xs
             ]
     return report
+
+
+def _clips_that_cover(blockers: list, run: Any, feed: dict) -> list:
+    """``blockers``, each ``Sign`` fix's ste given a clip that covers the values its
+    input takes at ``feed``: ste's clip at 1 zeroes the gradient wherever |input| is
+    over 1 (a hidden layer's sum of products), a fix that would leave it zero."""
+    # a node of a function body (FUNCTION/NODE) is not in the graph: its fix stays
+    signs = [blocker for blocker in blockers if blocker.op_type == "Sign" and "=ste'" in blocker.fix
+             and _op_or_none(run.graph, blocker.node) is not None]
+    if not signs:
+        return blockers
+    import numpy as np
+
+    try:
+        values = run.evaluate([run.graph.get_operation_by_name(b.node).inputs[0] for b in signs], feed)
+    except GraphgradError:
+        return blockers  # the fix stays as it is; check's own run reports why the graph does not run
+    covering = {b.node: math.ceil(float(np.max(np.abs(v)))) for b, v in zip(signs, values) if np.size(v)}
+    return [replace(b, fix=b.fix.replace("=ste'", f"=ste(clip={covering[b.node]})'"))
+            if covering.get(b.node, 0) > 1 else b for b in blockers]
+
+
+def _random_notes(drawn: list) -> list[str]:
+    """One line for a model that draws other random numbers at every run: its
+    gradient here is one draw's."""
+    if not drawn:
+        return []
+    return [f"the model draws other random numbers at every run ({first_names(drawn)}): this gradient is one "
+            "draw's; an attack on it needs expectation over transformation (graphgrad attack --eot 10)"]
+
+
+def _op_or_none(graph: Any, name: str) -> Any:
+    try:
+        return graph.get_operation_by_name(name)
+    except KeyError:
+        return None
 
 
 def trap_notes(graph_def: Any) -> list[str]:
@@ -190,38 +215,6 @@ IMAGE_SIDE = 224  # unknown height and width of an image input: the size most im
 # The most a random feed may take: a placeholder [40000, 40000] or --batch 10**12 is
 # a mistake to say, not a MemoryError to raise.
 FEED_LIMIT = 1 << 30
-
-
-def _entry(y, target: int | None):
-    """``y[..., target]``, or y itself when there is no target."""
-    if target is None:
-        return y
-    if y.shape.rank == 0:
-        raise CheckUsageError(f"--target {target}: {y.name} is a scalar, with no entries to choose from")
-    size = y.shape[-1] if y.shape.rank is not None else None
-    if size is not None and target >= size:
-        raise CheckUsageError(f"--target {target}: {y.name} has {size} entries on its last axis (0 to {size - 1})")
-    return y[..., target]
-
-
-# Ops that pass on every entry of their input, only rearranged: a softmax behind
-# them still sums to a constant.
-_REARRANGING = {"Identity", "Snapshot", "Reshape", "Squeeze", "ExpandDims"}
-
-
-def summed_softmax(y: Any) -> SummedSoftmax | None:
-    """The softmax that ``y`` passes on unchanged, unless an override on the way
-    changes its gradient. Its entries sum to 1 for every input, so d sum(y)/dx,
-    what tf.gradients computes, is zero up to rounding (1e-8 to 1e-7 in float32,
-    which would pass for a usable gradient)."""
-    op = y.op
-    while override_on(op) is None:
-        if op.type == "Softmax":
-            return SummedSoftmax(op.name, op.inputs[0].name)
-        if op.type not in _REARRANGING:
-            return None
-        op = op.inputs[0].op
-    return None
 
 
 def _with_shape_hint(gradient: "Gradient", guessed: dict, unknown: dict) -> "Gradient":
@@ -313,7 +306,7 @@ _V1_LOOP_MESSAGE = (
 )
 
 
-def _gradient(session, name, x, y, feed, timeout: float = DEFAULT_TIMEOUT) -> Gradient:
+def _gradient(session, name, x, y, feed, deadline: Deadline) -> Gradient:
     import numpy as np
 
     tf = tensorflow()
@@ -323,11 +316,9 @@ def _gradient(session, name, x, y, feed, timeout: float = DEFAULT_TIMEOUT) -> Gr
             [grad] = tf.compat.v1.gradients(y, x)
             if grad is None:
                 return Gradient(name, connected, "none")
-            options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
-            value, y_value = session.run([tf.convert_to_tensor(grad), y], feed, options=options)
-        except tf.errors.DeadlineExceededError:
-            return Gradient(name, connected, "error", error=(
-                f"the run took over {timeout:g} s and was stopped; give it longer with --timeout SECONDS"))
+            value, y_value = run_session(session, [tf.convert_to_tensor(grad), y], feed, deadline)
+        except RunStopped as stopped:
+            return Gradient(name, connected, "error", error=str(stopped))
         except tf.errors.FailedPreconditionError as error:
             if "uninitialized" not in str(error).lower() and "not initialized" not in str(error).lower():
                 return Gradient(name, connected, "error", error="TensorFlow says: " + tensorflow_says(error))

@@ -46,11 +46,11 @@ from ..methods.registry import (
 from .coverage import PASS_THROUGH, op_types_run, products
 from .batches import adds_its_batch, batching_for, row_shape
 from .cam import cam_layer, grad_cam, image_size
-from .check import summed_softmax, tensor_entry
-from .loading import (given_feeds, prepare_run, refuse_unfed_pipelines, run_by_deadline, training_flags,
-                      unfed_inputs)
+from .loading import given_feeds, refuse_unfed_pipelines, training_flags, unfed_inputs
 from .paths import ops_between
+from .run import Deadline, open_run
 from .runtime import tensorflow, tf1_control_flow
+from .targets import summed_softmax, tensor_entry
 
 BACKGROUND = ("deepshap", "expected_gradients")  # reference-based over a background set, not one baseline
 BESIDE_BASELINE = ("deeplift", "deepshap")  # each row runs beside its baseline in one batch
@@ -89,9 +89,7 @@ class Explainer:
         _refuse_options_the_kind_does_not_take(method, options, names)
         rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
         patched, _ = rewrite_model(self.model, RewriteOptions(rules=rules, force=True, allow_missing=True))
-        self.run = run = prepare_run(patched, [options.x] if options.x else [], options.y, options.tags,
-                                     options.checkpoint, options.allow_effects, command="attribute",
-                                     feeds=options.feeds, fed_are_not_x=True)
+        self.run = run = open_run(patched, options.run, "attribute", fed_are_not_x=True)
         if len(run.x_tensors) != 1:
             raise UsageError(f"attribute differentiates with respect to one x; name it with {names.x} (found "
                              f"{', '.join(run.xs)})")
@@ -109,6 +107,18 @@ class Explainer:
         self._resize: Any = None  # Score-CAM's resize of its maps to x: (placeholder, size, resized)
         self._batchings: dict = {}  # bytes of a row -> its Batching
         self._building = threading.Lock()  # graph changes (a target's ops), one thread at a time
+
+    def close(self) -> None:
+        """Release the session (and guided Grad-CAM's); the explainer answers no call after."""
+        self.run.close()
+        if self._cam is not None:
+            self._cam.close()
+
+    def __enter__(self) -> "Explainer":
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
 
     def _cover(self, method: Method, options: AttributeOptions) -> None:
         """The method's rules on the path, and the op types on it that no rule covers
@@ -167,7 +177,7 @@ class Explainer:
             raise GraphgradError(
                 f"{self.path}: {run.y} does not depend on {run.xs[0]} through floats: no attribution; "
                 f"graphgrad check {self.path} --x {run.xs[0]} --y {run.y} says why")
-        flags = training_flags(run.session, run.graph, unfed_inputs([output], self.feed)[1])
+        flags = training_flags(run.graph, unfed_inputs([output], self.feed)[1])
         return output, gradient, row_targets, layer, flags
 
     def _refuse_row_targets(self, target: Any, by_row: bool) -> None:
@@ -191,7 +201,7 @@ class Explainer:
                 to = tf.compat.v1.placeholder(tf.int32, [2])
                 self._resize = given, to, tf.image.resize(given, to, method="bilinear")
         given, to, resized = self._resize
-        return run.session.run(resized, {given: maps, to: list(size)}).astype(maps.dtype)
+        return run.evaluate(resized, {given: maps, to: list(size)}).astype(maps.dtype)
 
     def explain(self, inputs: Any, target: Any = None, baseline: Any = None, noise: "Noise | tuple | None" = None,
                 timeout: float | None = None) -> tuple[Any, AttributionReport]:
@@ -387,9 +397,9 @@ class Runs:
         fed = {**explainer.feed, explainer.x: value[0] if explainer.one_example else value}
         if self.targets is not None and origins is not None:
             fed[self.row_targets] = self.targets[origins]
-        return run_by_deadline(explainer.run.session, fetch, fed, self.deadline,
-                               f"{explainer.path}: the runs took over {self.timeout:g} s and were stopped; give them "
-                               "longer with --timeout SECONDS", explainer.path)
+        return explainer.run.evaluate(fetch, fed, Deadline(self.deadline, (
+            f"{explainer.path}: the runs took over {self.timeout:g} s and were stopped; give them longer with "
+            "--timeout SECONDS")))
 
     def gradient_at(self, value: Any, origins: Any) -> Any:
         found = self.evaluate(self.gradient, value, origins)

@@ -11,17 +11,15 @@ import json
 import os
 import re
 from collections.abc import Container, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..names import SOURCE
 from ..edits.summary import graph_ends
 from ..readings.bodies import bodies_of
 from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
 from ..files.arrays import load_array
-from ..files.confined import refuse_escaping_assets, refuse_escaping_shards
 from ..files.descriptors import kind_of_file
-from ..graph.functions import call_cycle, first_names, function_bodies, functions_run
+from ..graph.functions import first_names, function_bodies, functions_run
 from ..graph.hints import close_names
 from ..graph.tensors import placeholder_shape, shape_mismatch, unknown_tensor
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, signatures_of
@@ -50,94 +48,12 @@ class CheckUsageError(UsageError):
     """A tensor, feed or tag set given on the command line does not fit the model (a usage error)."""
 
 
-@dataclass
-class Run:
-    """A model loaded to run in graph mode (what ``check`` and ``attribute`` share):
-    the file, the MetaGraphDef chosen, the tf.Graph and Session, and x and y."""
-
-    model: Model
-    tags: list | None
-    checkpoint: str | None
-    graph: Any
-    session: Any
-    unresolved: set
-    routed: list
-    y: str = ""
-    y_name: str = ""  # y's name in the model's signatures, if it has one
-    y_tensor: Any = None
-    xs: list = field(default_factory=list)
-    x_tensors: list = field(default_factory=list)
-    moved: dict = field(default_factory=dict)  # x or y -> the graphgrad node's output that stands in for it
-
-    def moved_notes(self) -> list[str]:
-        """One line for each x or y taken at the node that stands in for it."""
-        return [f"{tensor} has a gradient written into the graph (--embed or insert) at {stand_in}, which its "
-                f"consumers read: differentiated there, as an override on its node would apply at {tensor}"
-                for tensor, stand_in in self.moved.items()]
-
-
-def prepare_run(model: Model, xs: Sequence[str], y: str | None, tags: str | None, checkpoint: str | None,
-                allow_effects: bool, command: str = "check", feeds: dict | None = None,
-                fed_are_not_x: bool = False) -> Run:
-    """Load ``model`` and find x and y as ``check`` does (signature names taken;
-    without y, the one floating-point output; without xs, the floating-point
-    placeholders y depends on, but those given in ``feeds`` if ``fed_are_not_x``),
-    refusing ops with effects outside the graph on the path unless
-    ``allow_effects``. Names and ``feeds`` (name -> value text) that do not fit the
-    file are refused before TensorFlow is imported."""
-    chosen = chosen_tags(model, tags)
-    feeds = feeds or {}
-    cycle = call_cycle(function_bodies(loaded_graph_def(model, chosen)))
-    if cycle:
-        raise GraphgradError(
-            f"{model.path}: its functions call themselves ({' -> '.join(cycle)}), which TensorFlow cannot import "
-            "(it recurses until the process crashes); no model TensorFlow wrote holds such a library"
-        )
-    refuse_unknown_names(model, chosen, xs, y, feeds)
-    refuse_misshapen_feeds(model, chosen, {name: _value(text) for name, text in feeds.items()})
-    prefix = checkpoint or _checkpoint_beside(model)
-    if prefix:
-        _refuse_irregular_checkpoint(prefix)
-        refuse_escaping_shards(prefix, os.path.dirname(os.path.abspath(prefix)))
-    if model.kind == SAVEDMODEL and model.root:
-        _refuse_irregular_checkpoint(os.path.join(model.root, "variables", "variables"))
-        refuse_escaping_shards(os.path.join(model.root, "variables", "variables"), model.root)
-        refuse_escaping_assets(model.root, asset_filenames(_meta_graph(model, chosen)))
-    graph, session, unresolved, routed = load_graph(model, chosen, prefix, allow_effects, command)
-    named = _signature_names(model, chosen)  # signature input and output names, to their tensors
-    run = Run(model, chosen, prefix, graph, session, unresolved, routed)
-    run.y = named.get(y, y) if y else only_output(graph, model, chosen)
-    run.y_name = next((name for name, tensor in named.items() if _same_tensor(tensor, run.y)), "")
-    stand_ins = _stand_ins(graph)
-    with graph.as_default():
-        run.y_tensor = _stood_in(run, tensor_named(graph, run.y), stand_ins)
-        if not floating(run.y_tensor.dtype):
-            raise CheckUsageError(
-                f"--y {run.y} is {run.y_tensor.dtype.name}: {command} differentiates a floating-point tensor"
-                + _signatures(model, chosen)
-            )
-        given = {name.removesuffix(":0") for name in feeds} if fed_are_not_x else set()
-        run.xs = [named.get(x, x) for x in xs] or [x for x in _float_placeholders(run.y_tensor) if x not in given]
-        run.x_tensors = [_stood_in(run, tensor_named(graph, x), stand_ins) for x in run.xs]
-        # what runs: y's ancestors, cut where x and the --feed tensors are fed
-        fed = set(run.x_tensors) | {tensor_named(graph, name) for name in feeds}
-        unsafe = unsafe_ops_in([op.node_def for op in ancestors([run.y_tensor], fed=fed)],
-                               function_bodies(loaded_graph_def(model, chosen)))
-    if unsafe and not allow_effects:
-        refuse_unfed_pipelines([run.y_tensor, *run.x_tensors], fed)  # the refusal with the feed that fixes it
-        raise GraphgradError(
-            f"{model.path}: {command} runs the graph, and its path holds {refused_phrase(unsafe)}; to run it "
-            "anyway, add --allow-effects"
-        )
-    return run
-
-
 def refuse_unknown_names(model: Model, tags: list | None, xs: Sequence[str], y: str | None,
                          fed: Iterable[str] = ()) -> None:
     """Refuse, from the file alone (before TensorFlow is imported), an ``--x``,
     ``--y`` or ``--feed`` name that names no tensor of the graph to load; signature
     names count as the tensors they stand for."""
-    named = _signature_names(model, tags)
+    named = signature_names(model, tags)
     nodes = {node.name: node for node in loaded_graph_def(model, tags).node}
     asked: list[tuple[str, str]] = [("--y", y)] if y else []
     asked += [("--x", x) for x in xs] + [("--feed", name) for name in fed]
@@ -154,7 +70,7 @@ def refuse_misshapen_feeds(model: Model, tags: list | None, values: dict, option
     ``option`` names where the array came from. ``rows``: the array's first axis is
     rows, which run in the batches the graph takes (a fixed batch of 1 takes 16
     rows in 16 runs), so only the shape of a row must fit."""
-    named = _signature_names(model, tags)
+    named = signature_names(model, tags)
     nodes = {node.name: node for node in loaded_graph_def(model, tags).node}
     for name, value in values.items():
         node = nodes.get(named.get(name, name).removesuffix(":0"))
@@ -165,28 +81,6 @@ def refuse_misshapen_feeds(model: Model, tags: list | None, values: dict, option
             given = f"{option} {name}" if option == "--feed" else option
             raise CheckUsageError(f"{given} has shape {list(value.shape)}, and {node.name} takes "
                                   f"{wanted} (None: any size)")
-
-
-def _stand_ins(graph) -> dict:
-    """``{tensor name: the tensor of the graphgrad node that stands in for it}``: an
-    ``--embed`` surrogate or an inserted gradient, which the tensor's consumers read."""
-    found = {}
-    for op in graph.get_operations():
-        if SOURCE in op.node_def.attr:
-            ref = op.node_def.attr[SOURCE].s.decode()
-            found[ref if ":" in ref else ref + ":0"] = op.outputs[0]
-    return found
-
-
-def _stood_in(run: Run, tensor, stand_ins: dict):
-    """``tensor``, or the graphgrad node's output that stands in for it: its gradient
-    (embedded or inserted) applies there, as an override on its node would apply
-    at the tensor itself; ``run.moved`` records the move."""
-    stand_in = stand_ins.get(tensor.name)
-    if stand_in is None:
-        return tensor
-    run.moved[tensor.name] = stand_in.name
-    return stand_in
 
 
 DEFAULTED = "PlaceholderWithDefault"
@@ -219,7 +113,7 @@ def only_output(graph: Any, model: Model, tags: list | None) -> str:
     return outputs[0]
 
 
-def _float_placeholders(y) -> list[str]:
+def float_placeholders(y: Any) -> list[str]:
     """The floating-point placeholders ``y`` depends on, in graph order, for a check
     without ``--x``."""
     computed_from = ancestors([y])
@@ -299,7 +193,7 @@ def chosen_tags(model: Model, tags: str | None) -> list | None:
     raise CheckUsageError(f"no MetaGraphDef of {model.path} has the tag set {tags!r}; its tag sets: {listed}")
 
 
-def _refuse_irregular_checkpoint(prefix: str) -> None:
+def refuse_irregular_checkpoint(prefix: str) -> None:
     """Refuse a checkpoint whose index or data shards are not regular files (a FIFO
     would block the restore forever), before TensorFlow opens them."""
     import glob
@@ -314,7 +208,7 @@ def _refuse_irregular_checkpoint(prefix: str) -> None:
                                  "wait forever; give a checkpoint of regular files")
 
 
-def _checkpoint_beside(model: Model) -> str | None:
+def checkpoint_beside(model: Model) -> str | None:
     """The checkpoint prefix a ``.meta`` file was written with (``PREFIX.meta``
     beside ``PREFIX.index``), or None."""
     if model.kind != METAGRAPH or not model.path.endswith(".meta"):
@@ -466,25 +360,6 @@ def tensorflow_says(error: Exception, limit: int = 400) -> str:
     return said if len(said) <= limit else said[:limit - 3] + "..."
 
 
-def run_by_deadline(session: Any, fetch: Any, feed: dict, deadline: float, stopped: str, source: str) -> Any:
-    """``session.run(fetch, feed)``, stopped by TensorFlow itself at ``deadline`` (a
-    ``time.monotonic()``; ``stopped`` is then the one-line error), its errors one
-    line naming ``source``."""
-    import time
-
-    import tensorflow as tf
-
-    remaining = deadline - time.monotonic()
-    try:
-        if remaining <= 0:
-            raise tf.errors.DeadlineExceededError(None, None, "")
-        return session.run(fetch, feed, options=tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(remaining * 1000))))
-    except tf.errors.DeadlineExceededError:
-        raise GraphgradError(stopped) from None
-    except (ValueError, tf.errors.OpError) as error:
-        raise GraphgradError(f"{source}: TensorFlow says: {tensorflow_says(error)}") from None
-
-
 def _import_meta_graph(tf, meta_graph_def):
     """``import_meta_graph`` with devices cleared; the ``_output_shapes`` hints old TF1
     checkpoints carry dropped when TensorFlow refuses them as stale. Returns the saver."""
@@ -504,7 +379,7 @@ def _load_saved_model(tf, session, model: Model, tags: list | None, effects: Loa
     the comparison without overrides loads the reset graph beside the files. Its
     steps one by one (as ``SavedModelLoader.load`` takes them), so that the restore
     and the init op are scanned for effects before either runs."""
-    meta_graph_def = tf_message(tf.compat.v1.MetaGraphDef, _meta_graph(model, tags))
+    meta_graph_def = tf_message(tf.compat.v1.MetaGraphDef, meta_graph_with(model, tags))
 
     class InMemoryLoader(saved_model_loader_class()):  # type: ignore[misc]  # TensorFlow's class, found at run time
         def get_meta_graph_def_from_tags(self, _tags):
@@ -549,7 +424,7 @@ def asset_filenames(meta_graph_def: Any) -> list[str]:
     return names
 
 
-def _meta_graph(model: Model, tags: list | None):
+def meta_graph_with(model: Model, tags: list | None) -> Any:
     """The MetaGraphDef of a SavedModel with ``tags``."""
     [meta] = [meta for meta in model.message.meta_graphs if list(meta.meta_info_def.tags) == tags]
     return meta
@@ -559,7 +434,7 @@ def _chosen_meta_graph(model: Model, tags: list | None):
     """The MetaGraphDef that :func:`load_graph` loads; None for a GraphDef."""
     if model.kind == GRAPHDEF:
         return None
-    return model.message if model.kind == METAGRAPH else _meta_graph(model, tags)
+    return model.message if model.kind == METAGRAPH else meta_graph_with(model, tags)
 
 
 def loaded_graph_def(model: Model, tags: list | None) -> Any:
@@ -572,7 +447,7 @@ def tf_message(message_type: Any, message: Any) -> Any:
     return message_type.FromString(message.SerializeToString())
 
 
-def _signatures(model: Model, tags: list | None) -> str:
+def signatures_hint(model: Model, tags: list | None) -> str:
     """The signatures' tensors of a MetaGraphDef, as a hint ("" where there are none)."""
     meta = _chosen_meta_graph(model, tags)
     if meta is None:
@@ -584,7 +459,7 @@ def _signatures(model: Model, tags: list | None) -> str:
     return f". Its signatures: {'; '.join(listed)}" if listed else ""
 
 
-def _signature_names(model: Model, tags: list | None) -> dict:
+def signature_names(model: Model, tags: list | None) -> dict:
     """The input and output names of the chosen MetaGraphDef's signatures, each to
     its tensor (``note`` -> ``StatefulPartitionedCall:1``), where no two signatures
     use one name for different tensors."""
@@ -596,7 +471,7 @@ def _signature_names(model: Model, tags: list | None) -> dict:
     return {name: tensors.pop() for name, tensors in names.items() if len(tensors) == 1}
 
 
-def _same_tensor(a: str, b: str) -> bool:
+def same_tensor(a: str, b: str) -> bool:
     return (a if ":" in a else a + ":0") == (b if ":" in b else b + ":0")
 
 
@@ -623,7 +498,7 @@ def given_feeds(graph: Any, given: dict) -> dict:
     feed = {}
     for name, text in given.items():
         tensor = tensor_named(graph, name)
-        feed[tensor] = _value(text, tensor.dtype.as_numpy_dtype)
+        feed[tensor] = feed_value(text, tensor.dtype.as_numpy_dtype)
     return feed
 
 
@@ -637,18 +512,19 @@ def unfed_inputs(fetched: Iterable, feed: Container) -> tuple[list, list]:
     return placeholders, defaults
 
 
-def training_flags(session: Any, graph: Any, defaults: list) -> list[str]:
+def training_flags(graph: Any, defaults: list) -> list[str]:
     """The boolean ``PlaceholderWithDefault`` inputs among ``defaults`` whose default is
-    True: a training flag left on keeps dropout and batch normalisation in training mode."""
+    a constant True: a training flag left on keeps dropout and batch normalisation in
+    training mode (read from the constant, nothing runs)."""
     import numpy as np
 
+    tf = tensorflow()
     flags = [graph.get_operation_by_name(name) for name in defaults]
     flags = [op for op in flags if op.outputs[0].dtype.name == "bool" and op.inputs[0].op.type == "Const"]
-    values = session.run([op.inputs[0] for op in flags]) if flags else []
-    return [op.name for op, value in zip(flags, values) if np.all(value)]
+    return [op.name for op in flags if np.all(tf.make_ndarray(op.inputs[0].op.get_attr("value")))]
 
 
-def _value(text: str, dtype=None):
+def feed_value(text: str, dtype: Any = None) -> Any:
     """A ``--feed`` value as an array (of ``dtype``, where given)."""
     import numpy as np
 
