@@ -119,3 +119,29 @@ def test_randomness_is_named_and_judged_over_runs_and_eot_breaks_it(tmp_path):
     assert "draws other random numbers at every run" in text and "give --eot N" in text
     averaged = json.loads(_attack(model, "--eot", "10", "--steps", "40", "--json", expect=0).stdout)
     assert averaged["valid"] and averaged["judge_runs"] == 10 and averaged["attacked_accuracy"] < 0.1
+
+
+def _reversed(x):
+    """Forward the identity, backward minus three times the gradient: a gradient
+    that is usable everywhere and leads the attack the wrong way (obfuscated, not
+    masked), which no test of zeros finds."""
+    return -2.0 * x + tf.stop_gradient(3.0 * x)
+
+
+def test_a_misleading_gradient_fails_the_checklist_and_is_no_evaluation(tmp_path):
+    model = _defended(tmp_path, _reversed, "reversed")
+    report = json.loads(_attack(model, "--json", expect=3).stdout)
+    verdicts = {item["name"]: item["passed"] for item in report["checklist"]}
+    assert report["masked_images"] == 0.0 and verdicts["gradient"]  # not masked...
+    assert not verdicts["unbounded"] and not verdicts["noise"]  # ... and still no evaluation
+    assert report["valid"] is False and report["attacked_accuracy"] > 0.9
+    text = _attack(model, expect=3).stdout
+    assert "FAIL  unbounded" in text and "not valid" in text
+
+
+def test_the_checklist_passes_on_a_broken_defence(tmp_path):
+    bypassed = tmp_path / "bpda.pb"
+    run_cli("bypass", fixture("digits_bit_depth.pb"), "--from", "x:0", "--to", "defence/squeezed:0", "-o", bypassed)
+    report = json.loads(_attack(bypassed, "--steps", "40", "--json", expect=0).stdout)
+    assert [item["name"] for item in report["checklist"]] == ["gradient", "convergence", "noise", "eps", "unbounded"]
+    assert all(item["passed"] for item in report["checklist"]), report["checklist"]

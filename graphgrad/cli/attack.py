@@ -8,7 +8,7 @@ from ..files.arrays import load_array, save_array
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..jobs.deadline import run_until
 from ..methods.options import RunOptions
-from ..methods.pgd import KEEPS, Budget
+from ..methods.pgd import KEEPS, MASKED_SHARE, Budget
 from . import exits, options
 from .render import echo, echo_json, tensorflow_quiet
 
@@ -84,6 +84,9 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
          f"  clean accuracy          {report.clean_accuracy:7.1%}  ({report.rows} images)",
          f"  accuracy under attack   {report.attacked_accuracy:7.1%}",
          f"  {report.gradient_runs} gradient runs")
+    if report.checklist:
+        echo("evaluation checklist:", *[f"  {'pass' if item['passed'] else 'FAIL'}  {item['name']:<11} {item['said']}"
+                                        for item in report.checklist])
     if report.random:
         echo(f"the model draws other random numbers at every run ({', '.join(report.random[:3])}"
              + (", ..." if len(report.random) > 3 else "") + "): "
@@ -95,13 +98,16 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
              *[f"  {blocker}" for blocker in report.blockers],
              f"  or bypass the region: graphgrad bypass {model} --from {report.x} --to TENSOR -o BPDA.pb "
              "(TENSOR: the defence's output), then attack that (BPDA)")
-    elif not report.valid:
+    elif report.masked_images > MASKED_SHARE:
         echo(f"not valid: the gradient is masked: at {report.masked_images:.0%} of the images no step's gradient had "
              "a usable entry (all zero, or not finite), so the attack could not move and its accuracy means nothing "
              "of the defence",
              f"  the gradient is usable again at {report.masked_at}; fix: {report.fix}" if report.fix else
              f"  bypass the region that masks it: graphgrad bypass {model} --from {report.x} --to TENSOR -o BPDA.pb "
              "(TENSOR: the defence's output), then attack that (BPDA)")
+    elif not report.valid:
+        echo("not valid: an eps spanning the whole range does not bring accuracy down to chance, so the gradient "
+             "does not lead the attack (see the checklist); its accuracy means nothing of the defence")
     return exits.for_verdict(report.valid)
 
 

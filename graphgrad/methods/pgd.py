@@ -15,7 +15,7 @@ PGD return): accuracy under attack is over those points.
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -94,6 +94,7 @@ class Outcome:
     attacked_correct: Any  # per row, after the attack
     gradient_runs: int
     masked: Any = None  # per row: no step's gradient had a usable entry (all zero, or not finite)
+    three_quarters_accuracy: float = 0.0  # accuracy under attack after 3/4 of the steps (convergence)
 
 
 def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_at: Callable) -> Outcome:
@@ -103,20 +104,17 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
     rows = np.arange(len(images))
 
     def probabilities(points: Any) -> Any:
-        total = 0.0
-        for _ in range(budget.judges):
-            logits = np.asarray(scores_at(points), dtype=np.float64)
-            shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-            total = total + shifted / shifted.sum(axis=-1, keepdims=True)
-        return total / budget.judges
+        return _probabilities(scores_at, points, budget.judges)
 
     rng = np.random.default_rng(budget.seed)
     clean = probabilities(images)
     low, high = np.maximum(images - budget.eps, budget.low), np.minimum(images + budget.eps, budget.high)
     current = np.clip(images + rng.uniform(-budget.eps, budget.eps, images.shape), low, high).astype(images.dtype)
     held, least = images.copy(), clean[rows, labels]  # each row's most adversarial point so far
-    runs, moved = 0, np.zeros(len(images), dtype=bool)
-    for _ in range(budget.steps):
+    runs, moved, ever_wrong = 0, np.zeros(len(images), dtype=bool), np.zeros(len(images), dtype=bool)
+    three_quarters = max(1, (3 * budget.steps) // 4)
+    accuracy_then = float((clean.argmax(axis=-1) == labels).mean())
+    for step in range(1, budget.steps + 1):
         gradient = np.zeros(current.shape, dtype=np.float64)
         for _ in range(budget.eot):
             found = gradient_at(current, labels)
@@ -127,13 +125,98 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
         gradient = np.where(np.isfinite(gradient), gradient, 0.0)
         current = np.clip(current + budget.size * np.sign(gradient), low, high).astype(images.dtype)
         if budget.keep == "best":
-            chance = probabilities(current)[rows, labels]
+            now = probabilities(current)
+            chance = now[rows, labels]
             better = chance < least
             held[better], least[better] = current[better], chance[better]
+            ever_wrong |= now.argmax(axis=-1) != labels
+            if step == three_quarters:
+                accuracy_then = float(1 - ever_wrong.mean())
+        elif step == three_quarters:
+            accuracy_then = float((probabilities(current).argmax(axis=-1) == labels).mean())
     if budget.keep == "last":
         held = current
     attacked = probabilities(held)
-    return Outcome(held, clean.argmax(axis=-1) == labels, attacked.argmax(axis=-1) == labels, runs, ~moved)
+    return Outcome(held, clean.argmax(axis=-1) == labels, attacked.argmax(axis=-1) == labels, runs, ~moved,
+                   accuracy_then)
+
+
+# What the checklist probes with: the first rows, and at most this many steps.
+PROBE_ROWS = 16
+PROBE_STEPS = 20
+# Accuracy that more steps may still take off before the attack counts as not converged.
+CONVERGED = 0.02
+
+
+@dataclass
+class CheckItem:
+    """One line of an attack's evaluation checklist (Carlini et al., 2019, "On
+    Evaluating Adversarial Robustness"): what was checked, whether it passed, and
+    what it found (with the likely cause where it failed)."""
+
+    name: str
+    passed: bool
+    said: str
+
+
+def checklist(images: Any, labels: Any, budget: Budget, outcome: Outcome, gradient_at: Callable,
+              scores_at: Callable, classes: int | None) -> list[CheckItem]:
+    """The evaluation checklist of an attack that ran (``outcome``): its gradient
+    moved most images; it converged; random noise of the same eps is weaker; half
+    the eps is weaker (on the first rows); an eps spanning the whole range brings
+    accuracy down to chance (on the first rows). Probes run with at most
+    :data:`PROBE_STEPS` steps on :data:`PROBE_ROWS` rows."""
+    attacked = float(outcome.attacked_correct.mean())
+    usable = 1 - float(outcome.masked.mean())
+    items = [CheckItem("gradient", usable > 1 - MASKED_SHARE,
+                       f"the gradient moved {usable:.0%} of the images"
+                       + ("" if usable > 1 - MASKED_SHARE else ": masked (zero or not finite); bypass the defence "
+                          "(BPDA)"))]
+    fell = outcome.three_quarters_accuracy - attacked
+    converged = fell <= CONVERGED + 1e-9  # a share of rows: 2 of 100 is 0.020000000000000018
+    items.append(CheckItem("convergence", converged,
+                           f"the last quarter of the steps took {fell:.0%} more off"
+                           + ("" if converged else ": not converged; give more --steps")))
+    rng = np.random.default_rng(budget.seed + 1)
+    noisy = np.clip(images + rng.uniform(-budget.eps, budget.eps, images.shape), budget.low,
+                    budget.high).astype(images.dtype)
+    noise = float(np.mean(_probabilities(scores_at, noisy, budget.judges).argmax(axis=-1) == labels))
+    items.append(CheckItem("noise", noise >= attacked,
+                           f"random noise of the same eps leaves {noise:.0%} correct, the attack {attacked:.0%}"
+                           + ("" if noise >= attacked else ": noise does better, so the gradient misleads the attack "
+                              "(obfuscated); bypass the defence, or give --eot for a randomised one")))
+    rows = slice(0, min(PROBE_ROWS, len(images)))
+    probe_steps = min(budget.steps, PROBE_STEPS)
+    full = float(outcome.attacked_correct[rows].mean())
+    half = _probe(images[rows], labels[rows], replace(budget, eps=budget.eps / 2, steps=probe_steps,
+                                                       step_size=None), gradient_at, scores_at)
+    items.append(CheckItem("eps", half >= full - 0.05,
+                           f"at eps/2 {half:.0%} of the first images stay correct, at eps {full:.0%}"
+                           + ("" if half >= full - 0.05 else ": a smaller eps did better, so the attack is weak; give "
+                              "more --steps")))
+    unbounded = _probe(images[rows], labels[rows], replace(budget, eps=budget.high - budget.low, steps=probe_steps,
+                                                            step_size=None), gradient_at, scores_at)
+    chance = 1 / classes if classes else 0.0
+    items.append(CheckItem("unbounded", unbounded <= chance + 0.1,
+                           f"an eps spanning the whole range leaves {unbounded:.0%} of the first images correct "
+                           f"(chance {chance:.0%})"
+                           + ("" if unbounded <= chance + 0.1 else ": the gradient leads nowhere, whatever the "
+                              "budget (masked or obfuscated); bypass the defence (BPDA)")))
+    return items
+
+
+def _probabilities(scores_at: Callable, points: Any, judges: int) -> Any:
+    """Each point's class probabilities, the mean of ``judges`` runs' softmax."""
+    total = 0.0
+    for _ in range(judges):
+        logits = np.asarray(scores_at(points), dtype=np.float64)
+        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        total = total + shifted / shifted.sum(axis=-1, keepdims=True)
+    return total / judges
+
+
+def _probe(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_at: Callable) -> float:
+    return float(pgd(images, labels, budget, gradient_at, scores_at).attacked_correct.mean())
 
 
 # Below this, a gradient entry is float noise, not a direction: float32's smallest normal number.

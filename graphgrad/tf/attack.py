@@ -12,7 +12,7 @@ from ..errors import UsageError
 from ..files.reading import read_model
 from ..methods.batching import in_batches, padded
 from ..methods.options import RunOptions, checked_rows
-from ..methods.pgd import MASKED_SHARE, Budget, Outcome, pgd, usable_rows
+from ..methods.pgd import MASKED_SHARE, Budget, Outcome, checklist, pgd, usable_rows
 from .batches import batching_for, row_shape
 from .blockers import BlockerContext, find_blockers, surrogates_in
 from ..graph.functions import first_names
@@ -48,12 +48,14 @@ class AttackReport:
     masked_at: str = ""  # the tensor closest to x every path goes through whose gradient is usable, where masked
     fix: str = ""  # the bypass that restores the gradient, where one is found
     random: list = field(default_factory=list)  # "node (op)": what draws other numbers at every run
+    checklist: list = field(default_factory=list)  # {"name", "passed", "said"}: the evaluation's checks
 
     @property
     def valid(self) -> bool:
         """Whether the accuracy under attack is an evaluation: the gradient reached x
         and moved most images (a masked gradient's figure says nothing of robustness)."""
-        return not self.blockers and self.masked_images <= MASKED_SHARE
+        failed = {item["name"] for item in self.checklist if not item["passed"]}
+        return not self.blockers and self.masked_images <= MASKED_SHARE and not failed & {"gradient", "unbounded"}
 
 
 def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: RunOptions
@@ -123,6 +125,9 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: R
         if report.masked_at:
             report.fix = (f"graphgrad bypass {path} --from {x.name} --to {report.masked_at} -o BPDA.pb, then attack "
                           "BPDA.pb (BPDA)")
+    if gradient is not None:
+        report.checklist = [item.__dict__ for item in checklist(images, labels, budget, outcome, gradient_at,
+                                                                 scores_at, y.shape[-1])]
     report.seconds = time.monotonic() - started
     return outcome.adversarial, report
 
