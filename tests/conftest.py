@@ -31,9 +31,9 @@ def fixture(*parts):
 
 
 # What "refused before the run, in one line" may say: the op types a method has no
-# rule for, a class activation map's missing layer, or what an x without a batch
-# axis cannot do.
-REFUSALS = ("has no rule for", "needs a 4-D (N, H, W, C) layer", "has no batch axis")
+# rule for, a class activation map's missing layer, what an x without a batch axis
+# cannot do, or a row beside its baseline in a graph that runs one row at a time.
+REFUSALS = ("has no rule for", "needs a 4-D (N, H, W, C) layer", "has no batch axis", "beside its baseline")
 
 
 def every_method(source, inputs, out, *args) -> dict:

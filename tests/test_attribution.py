@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import REALGRAPHS, every_method, fixture, run_cli
-from tf_helpers import tf, v1
+from tf_helpers import graph_file, tf, v1
 
 import graphgrad
 import graphgrad.cli
@@ -294,15 +294,6 @@ def test_a_real_frozen_gru_runs_deeplift_through_its_loop_and_gates(tmp_path):
     assert json.loads(result.stdout)["shape"] == [3, 2, 6] and np.isfinite(np.load(tmp_path / "a.npy")).all()
 
 
-def _graph_file(tmp_path, build, name="g.pb"):
-    graph = tf.Graph()
-    with graph.as_default():
-        build()
-    path = tmp_path / name
-    path.write_bytes(graph.as_graph_def().SerializeToString())
-    return path
-
-
 def test_a_classifier_without_a_target_is_refused_as_check_refuses_it(tmp_path):
     """Its softmax's entries sum to 1: the gradient of the sum is rounding noise."""
     out = tmp_path / "out.npy"
@@ -321,7 +312,7 @@ def feeds_graph():
 
 
 def test_feeds_reach_the_graph_and_a_training_flag_left_on_is_named(tmp_path):
-    path = _graph_file(tmp_path, feeds_graph)
+    path = graph_file(tmp_path, feeds_graph)
     rows = RNG.normal(size=(2, 3)).astype(np.float32)
     source, out = _saved(tmp_path, rows), tmp_path / "out.npy"
     result = run_cli("attribute", path, "--method", "gradient", "--input", source, "--x", "x", "-o", out, expect=2)
@@ -344,7 +335,7 @@ def test_an_input_pipeline_on_the_path_is_refused_before_anything_waits(tmp_path
         queue = tf.queue.FIFOQueue(4, [tf.float32], shapes=[[3]])
         tf.identity(x * queue.dequeue(), name="y")
 
-    result = run_cli("attribute", _graph_file(tmp_path, build), "--method", "gradient", "--x", "x", "--input",
+    result = run_cli("attribute", graph_file(tmp_path, build), "--method", "gradient", "--x", "x", "--input",
                      _saved(tmp_path, RNG.normal(size=(2, 3)).astype(np.float32)), "-o", tmp_path / "o.npy",
                      expect=2)
     assert "the run would wait on an input pipeline" in result.stderr
@@ -370,7 +361,7 @@ def test_a_fixed_batch_runs_in_batches_it_takes(tmp_path, fixed_by, method):
     run as many rows at a time as the graph takes, with the free graph's answer."""
     rows = RNG.normal(size=(4, 4)).astype(np.float32)
     baseline = RNG.normal(size=(1, 4)).astype(np.float32)
-    fixed, free = (_graph_file(tmp_path, fixed_batch_graph(4, by), name) for by, name in
+    fixed, free = (graph_file(tmp_path, fixed_batch_graph(4, by), name) for by, name in
                    [(fixed_by, "fixed.pb"), (None, "free.pb")])
     got, want = [], []
     for model, results in ((fixed, got), (free, want)):
@@ -386,7 +377,7 @@ def test_a_fixed_batch_runs_in_batches_it_takes(tmp_path, fixed_by, method):
 
 
 def test_deeplift_on_an_odd_fixed_batch_is_refused_naming_it(tmp_path):
-    path = _graph_file(tmp_path, fixed_batch_graph(3, "reshape"))
+    path = graph_file(tmp_path, fixed_batch_graph(3, "reshape"))
     result = run_cli("attribute", path, "--method", "deeplift", "--input",
                      _saved(tmp_path, RNG.normal(size=(3, 4)).astype(np.float32)), "--target", "0",
                      "-o", tmp_path / "o.npy", "--json", expect=1)
@@ -431,7 +422,7 @@ def test_a_transposed_3d_convolution_is_linear_and_needs_no_rule(tmp_path):
         up = tf.nn.conv3d_transpose(x, kernel, [tf.shape(x)[0], 4, 4, 4, 3], [1, 2, 2, 2, 1])
         tf.reduce_sum(tf.tanh(up), axis=[1, 2, 3], name="y")
 
-    path = _graph_file(tmp_path, build)
+    path = graph_file(tmp_path, build)
     rows = RNG.normal(size=(2, 2, 2, 2, 1)).astype(np.float32)
     out = tmp_path / "out.npy"
     report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
@@ -575,7 +566,7 @@ def strided_cnn():
 
 @pytest.mark.parametrize("layer", [None, "first"])
 def test_grad_cam_is_relu_of_the_mean_gradient_weighted_layer_resized_to_x(tmp_path, layer):
-    path = _graph_file(tmp_path, strided_cnn)
+    path = graph_file(tmp_path, strided_cnn)
     rows = RNG.uniform(0, 1, (3, 8, 8, 3)).astype(np.float32)
     out = tmp_path / "cam.npy"
     args = ["--layer", layer] if layer else []
@@ -703,7 +694,7 @@ def max_pool_cnn():
 def test_deeplift_is_complete_through_max_pooling(tmp_path):
     """The rescale rule over each pool's window (SHAP's): per-row sums equal
     f(x) - f(baseline) to 1e-5, where keeping MaxPool's own gradient missed by 0.6%."""
-    path = _graph_file(tmp_path, max_pool_cnn)
+    path = graph_file(tmp_path, max_pool_cnn)
     rows = RNG.uniform(0, 1, (4, 8, 8, 2)).astype(np.float32)
     baseline = RNG.uniform(0, 1, (1, 8, 8, 2)).astype(np.float32)
     report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
@@ -718,7 +709,7 @@ def test_grad_cam_plus_plus_is_its_formula(tmp_path):
     """Grad-CAM++ (as tf-keras-vis computes it, before its resizing and normalising):
     g = dS/dA, e = exp(S); alpha = e g^2 / (2 e g^2 + e g^3 sum(A)), normalised over
     the positions; w = sum over positions of relu(e g) alpha; ReLU(sum_k w_k A_k)."""
-    path = _graph_file(tmp_path, strided_cnn)
+    path = graph_file(tmp_path, strided_cnn)
     rows = RNG.uniform(0, 1, (2, 8, 8, 3)).astype(np.float32)
     out = tmp_path / "cam.npy"
     run_cli("attribute", path, "--method", "gradcam_pp", "--input", _saved(tmp_path, rows), "--y", "logits",
@@ -785,7 +776,7 @@ def test_lrp_alpha_beta_conserves_the_relevance_through_convolutions_and_max_poo
     """On a ReLU CNN without biases (f(0) = 0), the attributions of each row sum to
     the target's logit: the relevance passes Relu and MaxPool by their own gradients
     and is redistributed, whole, at each Conv2D and MatMul."""
-    path = _graph_file(tmp_path, max_pool_cnn)
+    path = graph_file(tmp_path, max_pool_cnn)
     rows = RNG.normal(size=(4, 8, 8, 2)).astype(np.float32)
     report = json.loads(run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, rows), "--y",
                                 "logits", "--target", "1", "-o", tmp_path / "out.npy", "--json").stdout)
@@ -877,7 +868,7 @@ def test_lrp_takes_a_layers_relevance_at_its_biased_output_as_innvestigate_does(
     """With biases (a BiasAdd after each MatMul): eps_lrp_layers is innvestigate's
     lrp.epsilon (z = a W + b), and lrp_zplus its lrp.z_plus, whose x relevance sums to
     the target's logit, bias included."""
-    path = _graph_file(tmp_path, biased_dense_relu_net)
+    path = graph_file(tmp_path, biased_dense_relu_net)
     rows = RNG.normal(size=(5, 6)).astype(np.float32)
     run_cli("attribute", path, "--method", "eps_lrp_layers(eps=0.5)", "--input", _saved(tmp_path, rows), "--y",
             "logits", "--target", "2", "-o", tmp_path / "eps.npy")
@@ -900,7 +891,7 @@ def test_eps_lrp_at_every_layer_is_the_layer_wise_definition(tmp_path):
     """eps_lrp_layers puts eps at each MatMul as well (the layer-wise definition),
     where eps_lrp, DeepExplain's convention, puts it at the nonlinearities only:
     with a large eps the two differ, and the first equals the definition."""
-    path = _graph_file(tmp_path, dense_relu_net)
+    path = graph_file(tmp_path, dense_relu_net)
     graph_def = tf.compat.v1.GraphDef.FromString(path.read_bytes())
     weights = [tf.make_ndarray(node.attr["value"].tensor) for node in graph_def.node if node.op == "Const"]
     rows = RNG.normal(size=(5, 6)).astype(np.float32)
@@ -917,7 +908,7 @@ def test_guided_grad_cam_is_guided_backprop_times_the_grad_cam_map(tmp_path):
     """Selvaraju et al.: guided backpropagation's gradient times Grad-CAM's map
     (computed with the graph's own gradients), the map resized to x and taken over
     each of x's channels."""
-    path = _graph_file(tmp_path, strided_cnn)
+    path = graph_file(tmp_path, strided_cnn)
     rows = RNG.uniform(0, 1, (3, 8, 8, 3)).astype(np.float32)
     common = ["--input", _saved(tmp_path, rows), "--y", "logits", "--target", "2"]
     outs = {method: tmp_path / f"{method}.npy" for method in ("guided_gradcam", "gradcam", "guided_backprop")}
@@ -934,7 +925,7 @@ def test_score_cam_is_its_formula(tmp_path):
     """Score-CAM, written out: each channel of the layer, resized to x and scaled to
     [0, 1], masks x; the target's softmax probability on each masked x weighs its
     channel; ReLU of the weighted sum, resized to x (as Grad-CAM's map is)."""
-    path = _graph_file(tmp_path, strided_cnn)
+    path = graph_file(tmp_path, strided_cnn)
     rows = RNG.uniform(0, 1, (2, 8, 8, 3)).astype(np.float32)
     out = tmp_path / "score.npy"
     report = json.loads(run_cli("attribute", path, "--method", "scorecam", "--input", _saved(tmp_path, rows),
@@ -973,7 +964,7 @@ def test_deeplift_splits_a_product_of_two_changing_factors_and_stays_complete(tm
     """SHAP's two-input rule for Mul: each factor's multiplier is the mean of the other's
     input and baseline values; with it, a gate times a candidate is complete (and the
     product by a constant keeps its own gradient)."""
-    path = _graph_file(tmp_path, gated_net)
+    path = graph_file(tmp_path, gated_net)
     rows, baseline = RNG.normal(size=(4, 4)).astype(np.float32), RNG.normal(size=(1, 4)).astype(np.float32)
     report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
                                 "--baseline", _saved_as(tmp_path / "b.npy", baseline), "--y", "logits", "--target",
@@ -1002,7 +993,7 @@ def test_deeplift_on_softmax_is_shaps_split_into_exponentials_and_their_normalis
     as SHAP defines it (each row's max out, the rescale of exp, and the Shapley split
     of e_j / S: e_j gets the mean of 1 / S, S the mean of e_j times -1 / (S S0)), times
     W, times x - baseline; complete."""
-    path = _graph_file(tmp_path, linear_softmax(op_type))
+    path = graph_file(tmp_path, linear_softmax(op_type))
     rows, baseline = RNG.normal(size=(5, 4)).astype(np.float32), RNG.normal(size=(1, 4)).astype(np.float32)
     report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
                                 "--baseline", _saved_as(tmp_path / "b.npy", baseline), "--y", "probs", "--target",
@@ -1040,7 +1031,7 @@ def attention_pooling():
 
 
 def test_deeplift_is_complete_through_softmax_attention_weights(tmp_path):
-    path = _graph_file(tmp_path, attention_pooling)
+    path = graph_file(tmp_path, attention_pooling)
     rows = RNG.normal(size=(4, 6)).astype(np.float32) * 2
     report = json.loads(run_cli("attribute", path, "--method", "deeplift", "--input", _saved(tmp_path, rows),
                                 "--y", "y", "-o", tmp_path / "out.npy", "--json").stdout)
@@ -1053,7 +1044,7 @@ def test_eps_lrp_gives_a_gates_relevance_to_its_signal_and_conserves_it(tmp_path
     """LRP's signal-take-all rule on gate * candidate: the relevance of the product goes
     to the candidate (whose Tanh passes it on, y / x), none to the Sigmoid gate; without
     biases the row's relevance is its logit."""
-    path = _graph_file(tmp_path, gated_net)
+    path = graph_file(tmp_path, gated_net)
     rows = RNG.normal(size=(4, 4)).astype(np.float32)
     report = json.loads(run_cli("attribute", path, "--method", "eps_lrp(eps=1e-6)", "--input", _saved(tmp_path, rows),
                                 "--y", "logits", "--target", "1", "-o", tmp_path / "out.npy", "--json").stdout)
@@ -1089,7 +1080,7 @@ def unrolled_gru():
 def test_eps_lrp_conserves_the_relevance_through_a_grus_gates(tmp_path):
     """Signal-take-all on the reset and update gates (a split Sigmoid, and one minus
     it): without biases and from a zero state, each row's relevance is its output."""
-    path = _graph_file(tmp_path, unrolled_gru)
+    path = graph_file(tmp_path, unrolled_gru)
     rows = RNG.normal(size=(4, 3, 2)).astype(np.float32)
     report = json.loads(run_cli("attribute", path, "--method", "eps_lrp(eps=1e-7)", "--input", _saved(tmp_path, rows),
                                 "--y", "y", "--target", "1", "-o", tmp_path / "out.npy", "--json").stdout)
@@ -1111,7 +1102,7 @@ def ungated_product():
 
 @pytest.mark.parametrize("method", ["eps_lrp", "eps_lrp_layers"])
 def test_eps_lrp_names_a_product_without_a_gate(tmp_path, method):
-    path = _graph_file(tmp_path, ungated_product)
+    path = graph_file(tmp_path, ungated_product)
     result = run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, RNG.normal(size=(2, 4))
                                                                                .astype(np.float32)),
                      "--y", "y", "--target", "0", "-o", tmp_path / "out.npy", expect=1)
@@ -1119,7 +1110,7 @@ def test_eps_lrp_names_a_product_without_a_gate(tmp_path, method):
 
 
 def test_eps_lrp_passes_a_softmax_outputs_relevance_to_its_logit(tmp_path):
-    path = _graph_file(tmp_path, linear_softmax("Softmax"))
+    path = graph_file(tmp_path, linear_softmax("Softmax"))
     rows = RNG.normal(size=(3, 4)).astype(np.float32)
     report = json.loads(run_cli("attribute", path, "--method", "eps_lrp(eps=0.01)", "--input", _saved(tmp_path, rows),
                                 "--y", "probs", "--target", "0", "-o", tmp_path / "out.npy", "--json").stdout)
@@ -1157,7 +1148,7 @@ def test_an_x_without_a_batch_axis_is_one_example_a_run(tmp_path):
     """A graph that adds its own batch takes its input as one example (the
     attributions have x's shape) or several stacked (each as if alone); integrated
     gradients' steps run one at a time, each example against f(x) - f(0)."""
-    path = _graph_file(tmp_path, batchless_image_net)
+    path = graph_file(tmp_path, batchless_image_net)
     images = RNG.normal(size=(2, 6, 5, 3)).astype(np.float32)
     report = json.loads(run_cli("attribute", path, "--method", "gradient", "--input", _saved(tmp_path, images[0]),
                                 "--y", "logits", "--target", "2", "-o", tmp_path / "one.npy", "--json").stdout)
@@ -1181,7 +1172,7 @@ def test_an_x_without_a_batch_axis_is_one_example_a_run(tmp_path):
 
 
 def test_grad_cam_of_an_x_without_a_batch_axis_has_its_height_and_width(tmp_path):
-    path = _graph_file(tmp_path, batchless_image_net)
+    path = graph_file(tmp_path, batchless_image_net)
     image = RNG.normal(size=(6, 5, 3)).astype(np.float32)
     run_cli("attribute", path, "--method", "gradcam", "--input", _saved(tmp_path, image), "--y", "logits",
             "--target", "2", "-o", tmp_path / "cam.npy")
@@ -1218,7 +1209,7 @@ def conditional_cnn():
 def test_grad_cam_takes_no_layer_inside_a_conditional(tmp_path):
     """The default layer is the last one a run can fetch (after the branches join);
     a --layer inside a branch is refused in one line."""
-    path = _graph_file(tmp_path, conditional_cnn)
+    path = graph_file(tmp_path, conditional_cnn)
     rows = _saved(tmp_path, RNG.normal(size=(2, 8, 8, 1)).astype(np.float32))
     report = json.loads(run_cli("attribute", path, "--method", "gradcam", "--input", rows, "--y", "logits",
                                 "--target", "1", "-o", tmp_path / "cam.npy", "--json").stdout)
@@ -1234,7 +1225,7 @@ def test_grad_cam_takes_no_layer_inside_a_conditional(tmp_path):
     ("gradient", "predicted", 2, "--target predicted chooses one class per example, and x:0 has no batch axis"),
 ])
 def test_what_an_x_without_a_batch_axis_cannot_do_is_one_line(tmp_path, method, target, code, message):
-    path = _graph_file(tmp_path, batchless_image_net)
+    path = graph_file(tmp_path, batchless_image_net)
     result = run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, RNG.normal(size=(4, 4, 3))
                                                                                .astype(np.float32)),
                      "--y", "logits", "--target", target, "-o", tmp_path / "out.npy", expect=code)

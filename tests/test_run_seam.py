@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from tf_helpers import tf, v1
+from tf_helpers import graph_file, tf, v1
 
 
 def run_command(*args, timeout=180):
@@ -22,15 +22,6 @@ def run_command(*args, timeout=180):
     result = subprocess.run([sys.executable, "-m", "graphgrad", *map(str, args)], capture_output=True, text=True,
                             timeout=timeout)
     return result, time.monotonic() - started
-
-
-def _frozen(tmp_path, build, name="g.pb"):
-    graph = tf.Graph()
-    with graph.as_default():
-        build()
-    path = tmp_path / name
-    path.write_bytes(graph.as_graph_def().SerializeToString())
-    return path
 
 
 def _endless_loop():
@@ -48,7 +39,7 @@ def _rows(tmp_path, rows=2):
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["attribute", "attack"])
 def test_the_deadline_ends_an_endless_loop_in_the_command_a_user_runs(tmp_path, command):
-    model = _frozen(tmp_path, _endless_loop)
+    model = graph_file(tmp_path, _endless_loop)
     rows, labels = _rows(tmp_path)
     args = (["attribute", model, "--method", "gradient", "--input", rows, "--target", "0", "-o", tmp_path / "a.npy"]
             if command == "attribute" else
@@ -89,7 +80,7 @@ def _dropout_logits():
 
 
 def test_attack_feeds_a_second_placeholder_as_check_and_attribute_do(tmp_path):
-    model = _frozen(tmp_path, _dropout_logits)
+    model = graph_file(tmp_path, _dropout_logits)
     rows, labels = _rows(tmp_path, 4)
     unfed = run_cli("attack", model, "--input", rows, "--labels", labels, "--eps", "0.1", "--x", "x",
                     "--y", "logits", expect=2)
@@ -111,17 +102,23 @@ def _batch_of_one_cnn():
     x = v1.placeholder(tf.float32, [1, 8, 8, 3], name="x")
     kernel = tf.constant(np.random.default_rng(0).normal(size=[3, 3, 3, 4]).astype(np.float32))
     hidden = tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME"))
-    flat = tf.reshape(tf.reduce_mean(hidden, [1, 2]), [1, 4])
+    flat = tf.reshape(tf.reduce_mean(hidden, [1, 2]), [-1, 4])
     tf.matmul(flat, tf.constant(np.eye(4, 3, dtype=np.float32)), name="logits")
 
 
 def test_sixteen_rows_run_through_a_graph_of_batch_one(tmp_path):
     """Rows run one at a time: each method's map of 16 rows equals its 16 maps of one row."""
-    model = _frozen(tmp_path, _batch_of_one_cnn)
+    model = graph_file(tmp_path, _batch_of_one_cnn)
     images = np.random.default_rng(1).uniform(0, 1, [16, 8, 8, 3]).astype(np.float32)
     np.save(tmp_path / "images.npy", images)
     np.save(tmp_path / "one.npy", images[5:6])
-    for method in ("gradient", "integrated_gradients(steps=8)", "guided_backprop", "eps_lrp", "gradcam"):
+    from conftest import every_method
+    from graphgrad.methods.registry import CATALOGUE
+
+    ran = every_method(model, tmp_path / "images.npy", tmp_path / "every.npy", "--x", "x", "--y", "logits",
+                       "--target", "1")
+    assert ran == {method.split("(")[0] for method in CATALOGUE.signatures()}  # every method, DeepLIFT included
+    for method in ("gradient", "integrated_gradients(steps=8)", "guided_backprop", "eps_lrp", "gradcam", "deeplift"):
         run_cli("attribute", model, "--method", method, "--input", tmp_path / "images.npy", "--target", "1",
                 "-o", tmp_path / "all.npy", "--x", "x", "--y", "logits")
         run_cli("attribute", model, "--method", method, "--input", tmp_path / "one.npy", "--target", "1",
@@ -266,3 +263,36 @@ def test_a_saved_model_asset_that_climbs_out_of_assets_is_refused(tmp_path):
     result = run_cli("check", export, "--x", "x", "--y", "y", expect=1)
     assert "outside the SavedModel's assets/ folder" in result.stderr
     assert "graphgrad-secret" not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_sixteen_rows_through_every_method_and_attack_on_a_batch_one_mobilenet(tmp_path):
+    """Keras' MobileNetV2 (random weights, 32x32, a tenth of its width) frozen with
+    an input of [1, 32, 32, 3], as frozen classifiers are shipped: 16 rows through
+    every attribution method and the attack. Its residual adds were traced for a
+    batch of 1 (BiasAdd of a squeezed [1, C]): the graph runs one row at a time, and
+    the methods that run a row beside its baseline in one batch are refused in one
+    line (every_method checks it) until they run the two apart."""
+    from conftest import every_method
+    from graphgrad.methods.registry import CATALOGUE
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    tf.keras.utils.set_random_seed(0)
+    network = tf.keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35, weights=None, classes=5,
+                                                classifier_activation=None)
+    function = tf.function(lambda x: network(x, training=False)).get_concrete_function(
+        tf.TensorSpec([1, 32, 32, 3], tf.float32, name="x"))
+    frozen = convert_variables_to_constants_v2(function).graph.as_graph_def()
+    model = tmp_path / "mobilenet.pb"
+    model.write_bytes(frozen.SerializeToString())
+    y = [node.name for node in frozen.node if node.op == "Identity"][-1]
+    images = np.random.default_rng(2).uniform(0, 1, [16, 32, 32, 3]).astype(np.float32)
+    np.save(tmp_path / "images.npy", images)
+    ran = every_method(model, tmp_path / "images.npy", tmp_path / "map.npy", "--x", "x", "--y", y, "--target", "1")
+    # z+ and alpha-beta have no rule for Relu6 (said in one line, as every_method checks); nothing else is refused
+    assert ran == {method.split("(")[0] for method in CATALOGUE.signatures()} - {
+        "deeplift", "deepshap", "lrp_zplus", "lrp_alpha_beta"}
+    np.save(tmp_path / "labels.npy", np.arange(16) % 5)
+    run_cli("attack", model, "--input", tmp_path / "images.npy", "--labels", tmp_path / "labels.npy", "--eps", "0.05",
+            "--steps", "3", "--x", "x", "--y", y, "-o", tmp_path / "adversarial.npy", expect=None)
+    assert np.load(tmp_path / "adversarial.npy").shape == images.shape

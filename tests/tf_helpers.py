@@ -10,6 +10,16 @@ import graphgrad  # noqa: E402
 from conftest import run_cli  # noqa: E402
 
 
+def graph_file(tmp_path, build, name="g.pb"):
+    """The frozen GraphDef that ``build()`` makes in a new tf.Graph, written to ``tmp_path / name``."""
+    graph = tf.Graph()
+    with graph.as_default():
+        build()
+    path = tmp_path / name
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path
+
+
 def load(path):
     """Import a GraphDef file into a new tf.Graph through graphgrad (registers gradients)."""
     graph = tf.Graph()

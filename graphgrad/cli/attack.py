@@ -96,6 +96,7 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
     if report.blockers:
         echo("the gradient is blocked, so the attack could not move (its accuracy means nothing of the defence):",
              *[f"  {blocker}" for blocker in report.blockers],
+             f"  or bypass the region: {report.fix}" if report.fix else
              f"  or bypass the region: graphgrad bypass {model} --from {report.x} --to TENSOR -o BPDA.pb "
              "(TENSOR: the defence's output), then attack that (BPDA)")
     elif report.masked_images > MASKED_SHARE:

@@ -14,7 +14,7 @@ from ..methods.batching import in_batches, padded
 from ..methods.options import RunOptions, checked_rows
 from ..methods.pgd import MASKED_SHARE, Budget, Outcome, checklist, pgd, usable_rows
 from .batches import batching_for, row_shape
-from .blockers import BlockerContext, find_blockers, surrogates_in
+from .blockers import BlockerContext, find_blockers, rescaled, surrogates_in
 from ..graph.functions import first_names
 from .loading import chosen_tags, given_feeds, loaded_graph_def, refuse_misshapen_feeds, unfed_inputs
 from .run import Deadline, open_run
@@ -118,7 +118,7 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: R
     report.attacked_accuracy = float(outcome.attacked_correct.mean())
     report.gradient_runs = outcome.gradient_runs
     report.masked_images = float(outcome.masked.mean())
-    if gradient is not None and report.masked_images > MASKED_SHARE:
+    if report.masked_images > MASKED_SHARE:  # blocked (None) or masked (zero): where the gradient is usable again
         sample = batching.rows if batching.fixed else 8
         report.masked_at = _where_it_is_usable(run, x, y, loss, path_ops, padded(images[:sample], batching),
                                                padded(labels[:sample], batching), evaluate, sample)
@@ -150,7 +150,7 @@ def _where_it_is_usable(run: Any, x: Any, y: Any, loss: Any, path_ops: set, imag
     values = iter(evaluate(fetched, images[sample], labels[sample]) if fetched else [])
     for op, g in zip(cuts, gradients):
         if g is not None and usable_rows(next(values)).mean() > MASKED_SHARE:
-            return op.outputs[0].name
+            return rescaled(op.outputs[0], y, path_ops).name  # on through a rescale by constants: the region's end
     return ""
 
 

@@ -30,6 +30,18 @@ def batching_for(x: Any, path_ops: Iterable, row_bytes: int) -> Batching:
     return Batching(max(1, CHUNK_BYTES // max(1, row_bytes)), False)
 
 
+def declared_batch_freed(model: Any, tags: list | None, placeholder: str) -> Any:
+    """A copy of ``model`` whose ``placeholder`` (of the graph loaded with ``tags``)
+    declares no batch size: its first dimension unknown, its shape hints dropped."""
+    from .loading import loaded_graph_def
+
+    copy = model.copy()
+    [node] = [node for node in loaded_graph_def(copy, tags).node if node.name == placeholder]
+    node.attr["shape"].shape.dim[0].size = -1
+    node.attr.pop("_output_shapes", None)
+    return copy
+
+
 def row_shape(x: Any, one_example: str | None = None) -> Any:
     """The shape of one row of x (a TensorShape): x's own where x has no batch axis
     (``one_example`` says why), else x's without its first axis, whatever batch it

@@ -95,7 +95,7 @@ def _bypass_fix(path: str, xs, y, edge, any_path) -> str:
         seen.add(op)
         for output in op.outputs:
             if floating(output.dtype) and (output is y or y.op in between([output], y, only_differentiable=True)):
-                output = _rescaled(output, y)
+                output = rescaled(output, y)
                 return (f"carry the gradient across the region as the identity (BPDA): graphgrad bypass "
                         f"{shlex.quote(path)} --from {source.name} --to {output.name} -o OUT")
         queue += [c for t in op.outputs for c in t.consumers() if c in any_path]
@@ -108,12 +108,13 @@ def _bypass_fix(path: str, xs, y, edge, any_path) -> str:
 _RESCALES = {"Mul", "RealDiv", "Div", "Sub", "Add", "AddV2", "Cast", "Identity", "Maximum", "Minimum", "ClipByValue"}
 
 
-def _rescaled(tensor, y):
+def rescaled(tensor: Any, y: Any, among: Any = None) -> Any:
     """``tensor`` followed through the elementwise ops by constants that rescale it
-    (its only use each time), up to y: where the region's values are back on the
-    input's scale, so that the identity is the right surrogate."""
+    (its only use each time, of the ops ``among``: a set, or all), up to y: where the
+    region's values are back on the input's scale, so that the identity is the right
+    surrogate."""
     while tensor is not y:
-        consumers = tensor.consumers()
+        consumers = [op for op in tensor.consumers() if among is None or op in among]
         if len(consumers) != 1 or consumers[0].type not in _RESCALES:
             return tensor
         op = consumers[0]

@@ -44,7 +44,7 @@ from ..methods.registry import (
     parse_method,
 )
 from .coverage import PASS_THROUGH, op_types_run, products
-from .batches import adds_its_batch, batching_for, row_shape
+from .batches import adds_its_batch, batching_for, declared_batch_freed, row_shape
 from .cam import cam_layer, grad_cam, image_size
 from .loading import given_feeds, refuse_unfed_pipelines, training_flags, unfed_inputs
 from .paths import ops_between
@@ -89,13 +89,10 @@ class Explainer:
         _refuse_options_the_kind_does_not_take(method, options, names)
         rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
         patched, _ = rewrite_model(self.model, RewriteOptions(rules=rules, force=True, allow_missing=True))
-        self.run = run = open_run(patched, options.run, "attribute", fed_are_not_x=True)
-        if len(run.x_tensors) != 1:
-            raise UsageError(f"attribute differentiates with respect to one x; name it with {names.x} (found "
-                             f"{', '.join(run.xs)})")
-        self.x = run.x_tensors[0]
-        with run.graph.as_default():
-            self.feed = given_feeds(run.graph, options.feeds)
+        self._open(patched)
+        if method.entry in BESIDE_BASELINE:
+            self._free_a_declared_batch(patched)
+        run = self.run
         # guided Grad-CAM: Grad-CAM's map from the graph's own gradients, in an explainer of its own (noise, if
         # any, smooths the guided gradient alone)
         self._cam = (Explainer(self.model, parse_method("gradcam"), _without_noise(options, "gradcam"), names)
@@ -107,6 +104,40 @@ class Explainer:
         self._resize: Any = None  # Score-CAM's resize of its maps to x: (placeholder, size, resized)
         self._batchings: dict = {}  # bytes of a row -> its Batching
         self._building = threading.Lock()  # graph changes (a target's ops), one thread at a time
+
+    def _open(self, patched: Model) -> None:
+        options, names = self.options, self.names
+        self.run = run = open_run(patched, options.run, "attribute", fed_are_not_x=True)
+        if len(run.x_tensors) != 1:
+            raise UsageError(f"attribute differentiates with respect to one x; name it with {names.x} (found "
+                             f"{', '.join(run.xs)})")
+        self.x = run.x_tensors[0]
+        with run.graph.as_default():
+            self.feed = given_feeds(run.graph, options.feeds)
+
+    def _free_a_declared_batch(self, patched: Model) -> None:
+        """For the methods that run each row beside its baseline in one batch: an x
+        that declares an odd batch (a frozen classifier's [1, H, W, C]) is loaded again
+        with that dimension free, and kept so if a probe of two rows runs (nothing
+        else in the graph fixes the batch); else the declared batch stays, and is
+        refused where the batch is decided."""
+        x = self.x
+        if x.op.type != "Placeholder" or not x.shape.rank or x.shape[0] is None or x.shape[0] % 2 == 0:
+            return
+        import numpy as np
+
+        declared = self.run
+        self._open(declared_batch_freed(patched, declared.tags, x.op.name))
+        probe = np.zeros([2, *x.shape.as_list()[1:]], dtype=x.dtype.as_numpy_dtype)
+        try:
+            self.run.evaluate(self.run.y_tensor, {**self.feed, self.x: probe})
+        except GraphgradError:
+            self.run.close()
+            self.run, self.x = declared, x
+            with declared.graph.as_default():
+                self.feed = given_feeds(declared.graph, self.options.feeds)
+            return
+        declared.close()
 
     def close(self) -> None:
         """Release the session (and guided Grad-CAM's); the explainer answers no call after."""
@@ -294,10 +325,11 @@ class Explainer:
                 raise GraphgradError(f"{self.path}: deeplift runs each example beside its baseline in one batch, and "
                                      f"{self.one_example}; use integrated_gradients")
         if beside and batching.fixed and batching.rows % 2:
+            name = self.options.method.entry
             raise GraphgradError(
-                f"{self.path}: deeplift runs each row beside its baseline in one batch, and the graph takes batches "
-                f"of exactly {batching.rows} rows ({batching.why}), an odd number; use integrated_gradients, or a "
-                "graph whose batch is free"
+                f"{self.path}: {name} runs each row beside its baseline in one batch, and the graph takes batches "
+                f"of exactly {batching.rows} rows ({batching.why}; with the batch left free, it does not run either), "
+                "an odd number; use integrated_gradients, or a graph whose batch is free"
             )
         return batching
 
