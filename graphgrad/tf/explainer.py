@@ -328,8 +328,8 @@ class Explainer:
             name = self.options.method.entry
             raise GraphgradError(
                 f"{self.path}: {name} runs each row beside its baseline in one batch, and the graph takes batches "
-                f"of exactly {batching.rows} rows ({batching.why}; with the batch left free, it does not run either), "
-                "an odd number; use integrated_gradients, or a graph whose batch is free"
+                f"of exactly {batching.rows} rows ({batching.why}), an odd number; use integrated_gradients, or a "
+                "graph whose batch is free"
             )
         return batching
 
