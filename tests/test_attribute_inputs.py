@@ -142,7 +142,9 @@ def test_a_tolerance_refines_integrated_gradients_until_every_rows_gap_is_under_
     assert not budget["refinement"]["met"] and {row["steps"] for row in budget["completeness"]} == {8}
     text = run_cli(*common[:-1], "--method", "integrated_gradients(steps=2)", "--tolerance", "1e-9",
                    "--max-steps", "8").stdout
-    assert "some rows stopped at --max-steps 8 with a gap over 0.00%" in text and "gradient evaluations" in text
+    # what ran, the rows named, and a tolerance under 0.005% not shown as 0.00%
+    assert ("stopped at 8 steps (the next doubling is past --max-steps 8) with a gap over 1e-07%" in text
+            and "gradient evaluations" in text)
 
 
 @pytest.mark.parametrize("extra, words", [
@@ -170,3 +172,50 @@ def test_the_bundled_digits_classifier_reads_its_digits_and_its_evidence_lies_on
     for row in range(4):
         positive = np.maximum(attributions[row], 0)
         assert positive[strokes[row]].sum() > 0.7 * positive.sum()
+
+
+def test_what_the_python_api_is_given_is_checked_in_one_line_naming_its_arguments(tmp_path):
+    """A newcomer's mistakes with the Explainer (issue 49.1, 49.3): each one line,
+    naming the Python argument, never a CLI flag."""
+    model = fixture("classifier.pb")
+    rows = np.load(fixture("classifier_rows.npy"))
+    cases = [
+        (lambda: graphgrad.Explainer(model, None), "method=None"),
+        (lambda: graphgrad.Explainer(rows, "gradient"), "model is a ndarray"),
+        (lambda: graphgrad.Explainer(model, "gradient", y="logits", targte=1), "did you mean target?"),
+        (lambda: graphgrad.Explainer(model, "gradient", y="logits", tolerance=2), "below 1"),
+        (lambda: graphgrad.Explainer(model, "integrated_gradients", y="logits", max_steps=64), "tolerance=..."),
+    ]
+    explainer = graphgrad.Explainer(model, "gradient", y="logits")
+    cases += [
+        (lambda: explainer.explain(rows, target="foo"), "target 'foo'"),
+        (lambda: explainer.explain(rows, target=-1), "target -1: give a class index from 0"),
+        (lambda: explainer.explain(rows, target=0, baseline=np.zeros(rows.shape[1:])), "takes no baseline"),
+    ]
+    for call, said in cases:
+        with pytest.raises(GraphgradError) as raised:
+            call()
+        message = str(raised.value)
+        assert said in message and "\n" not in message and "--" not in message, message
+    explainer.close()
+
+
+def test_a_baseline_of_another_shape_is_refused_not_broadcast(tmp_path):
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.random.default_rng(0).uniform(0, 1, [2, 8, 8, 1]).astype(np.float32))
+    np.save(tmp_path / "wide.npy", np.zeros([2, 8, 8, 3], np.float32))
+    np.save(tmp_path / "one.npy", np.zeros([8, 1], np.float32))  # broadcasts over a row, and is not one
+    for baseline in ("wide.npy", "one.npy"):
+        result = run_cli("attribute", fixture("digits_cnn.pb"), "--method", "integrated_gradients(steps=4)",
+                         "--input", rows, "--y", "logits", "--target", "1", "--baseline", tmp_path / baseline,
+                         "-o", tmp_path / "a.npy", expect=2)
+        assert "--baseline has shape" in result.stderr and "of one row [8, 8, 1]" in result.stderr
+
+
+def test_max_steps_without_a_tolerance_and_a_tolerance_of_one_are_refused(tmp_path):
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.load(fixture("digits_rows.npy")))
+    common = ["attribute", fixture("digits_cnn.pb"), "--method", "integrated_gradients", "--input", rows, "--y",
+              "logits", "--target", "1", "-o", tmp_path / "a.npy"]
+    assert "add --tolerance" in run_cli(*common, "--max-steps", "64", expect=2).stderr
+    assert "--tolerance" in run_cli(*common, "--tolerance", "2", expect=2).stderr

@@ -366,9 +366,10 @@ def test_a_fixed_batch_runs_in_batches_it_takes(tmp_path, fixed_by, method):
     got, want = [], []
     for model, results in ((fixed, got), (free, want)):
         out = tmp_path / f"{model.stem}.npy"
+        given = [] if method == "grad_x_input" else [  # it takes no baseline, and is refused one
+            "--baseline", _saved_as(tmp_path / "base.npy", baseline)]
         report = json.loads(run_cli("attribute", model, "--method", method, "--input", _saved(tmp_path, rows),
-                                    "--baseline", _saved_as(tmp_path / "base.npy", baseline), "--target", "1",
-                                    "-o", out, "--json").stdout)
+                                    *given, "--target", "1", "-o", out, "--json").stdout)
         results += [np.load(out), report]
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
     assert got[1]["batch"] == 4 and want[1]["batch"] is None

@@ -345,3 +345,13 @@ def test_a_graph_whose_weights_are_variables_already_says_so(tmp_path):
 def test_freeze_of_a_graph_file_says_what_it_takes(tmp_path):
     result = run_cli("freeze", fixture("binary_net.pb"), "-o", tmp_path / "out.pb", expect=2)
     assert "is a graph, not a checkpoint" in result.stderr and not (tmp_path / "out.pb").exists()
+
+
+def test_a_folder_unfreeze_wrote_is_pointed_to_its_graph_and_to_freeze(tmp_path):
+    """unfreeze (or ops, check) of the folder unfreeze wrote: not "not a SavedModel"
+    alone, but the .meta inside it and graphgrad freeze (issue 49.2)."""
+    out = tmp_path / "trainable"
+    run_cli("unfreeze", fixture("binary_net.pb"), "-o", out, "--min-size", "1")
+    result = run_cli("unfreeze", out, "-o", tmp_path / "again", expect=1)
+    assert "training checkpoint's folder (model.meta)" in result.stderr
+    assert f"graphgrad freeze {out} -o OUT.pb" in result.stderr

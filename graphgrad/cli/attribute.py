@@ -51,7 +51,7 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
 @click.option("--noise-aggregate", type=click.Choice(["mean", "squared", "variance"]), default="mean",
               show_default=True, help="How --noise joins the samples: SmoothGrad, SmoothGrad-squared or VarGrad.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --noise: the same seed, the same bits.")
-@click.option("--tolerance", type=click.FloatRange(0, min_open=True), metavar="FRACTION",
+@click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), metavar="FRACTION",
               help="Path integrals (integrated_gradients): double each row's steps, keeping the points computed, "
               "until |sum - (f(x) - f(baseline))| is at most FRACTION of |f(x) - f(baseline)| (e.g. 0.01).")
 @click.option("--max-steps", type=click.IntRange(1), default=DEFAULT_MAX_STEPS, show_default=True,
@@ -87,6 +87,9 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
         {f"the model {model}": model_files(model) + (checkpoint_files(checkpoint) if checkpoint else []),
          **{f"{option} {path}": [path] for option, path in read.items() if path and path.endswith(".npy")}},
         [Output("-o", out)] + ([Output("--image", image)] if image else []))
+    if tolerance is None and max_steps != DEFAULT_MAX_STEPS:
+        raise UsageError(f"--max-steps {max_steps} bounds the refinement to a --tolerance, and none is given; add "
+                         "--tolerance FRACTION (e.g. 0.01)")
     method = parse_method(method_text)
     inputs = load_array(input_path, "--input")
     reference = None if baseline == "zero" else load_array(baseline, "--baseline")
@@ -138,13 +141,21 @@ def _render_completeness(report) -> None:
     refined = report.refinement
     echo("  completeness (attributions sum against f(x) - f(baseline)):")
     rows = [["row", "sum", "f(x) - f(baseline)", "gap"] + (["steps"] if refined else [])] + [
-        [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}", f"{c.gap:.2%}"]
+        [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}", percent(c.gap)]
         + ([str(c.steps)] if refined else []) for c in report.completeness]
     echo(*table(rows, indent="    "))
     if refined:
+        over = [c for c in report.completeness if c.gap > refined.tolerance]
         verdict = ("every row's gap is at most" if refined.met else
-                   f"some rows stopped at --max-steps {refined.max_steps} with a gap over")
-        echo(f"  {verdict} {refined.tolerance:.2%}; {refined.evaluations} gradient evaluations")
+                   f"row(s) {', '.join(str(c.row) for c in over)} stopped at {max(c.steps for c in over)} steps (the "
+                   f"next doubling is past --max-steps {refined.max_steps}) with a gap over")
+        echo(f"  {verdict} {percent(refined.tolerance)}; {refined.evaluations} gradient evaluations")
+
+
+def percent(fraction: float) -> str:
+    """``fraction`` as a percentage to two decimals, and below 0.005% to two
+    significant digits (``.2%`` alone shows a tolerance of 1e-5 as 0.00%)."""
+    return f"{fraction:.2%}" if fraction == 0 or fraction >= 5e-5 else f"{fraction * 100:.2g}%"
 
 
 def _target(text: str | None):

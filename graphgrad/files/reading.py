@@ -75,10 +75,24 @@ def saved_model_file(directory: str) -> str:
         candidate = os.path.join(directory, name)
         if os.path.isfile(candidate):
             return candidate
+    metas = sorted(name for name in _listed(directory) if name.endswith(".meta"))
+    if metas:  # a training checkpoint's folder, as unfreeze writes it
+        raise ModelReadError(
+            f"{directory} is a training checkpoint's folder ({metas[0]}), not a SavedModel: name its graph, "
+            f"{os.path.join(directory, metas[0])}, or fold its trained weights back with graphgrad freeze {directory} "
+            "-o OUT.pb"
+        )
     raise ModelReadError(
         f"{directory} is a directory without saved_model.pb or saved_model.pbtxt, "
         "so it is not a SavedModel; name a model file or a SavedModel directory"
     )
+
+
+def _listed(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
 
 
 def read_file(path: str) -> bytes:

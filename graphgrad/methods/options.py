@@ -114,11 +114,14 @@ class AttributeOptions:
     max_steps: int = DEFAULT_MAX_STEPS  # ... or until a row takes this many
 
     def __post_init__(self) -> None:
-        if self.tolerance is not None and (isinstance(self.tolerance, bool) or not 0 < self.tolerance < math.inf):
+        if self.tolerance is not None and (isinstance(self.tolerance, bool) or not 0 < self.tolerance < 1):
             raise UsageError(f"tolerance={self.tolerance!r}: give the largest completeness gap to accept, a fraction "
-                             "of f(x) - f(baseline) above 0 (e.g. 0.01)")
+                             "of f(x) - f(baseline) above 0 and below 1 (e.g. 0.01)")
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise UsageError(f"max_steps={self.max_steps!r}: give a whole number of steps, at least 1")
+        if self.tolerance is None and self.max_steps != DEFAULT_MAX_STEPS:
+            raise UsageError(f"max_steps={self.max_steps}: it bounds the refinement to a tolerance, and none is given "
+                             "(add tolerance=..., e.g. 0.01)")
 
     @property
     def run(self) -> RunOptions:

@@ -7,6 +7,7 @@ the gradients is :mod:`graphgrad.methods.algorithms`'; which method does what is
 :mod:`graphgrad.methods.registry`'s, and the explainer dispatches once on its kind.
 """
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -78,13 +79,20 @@ class Explainer:
 
     def __init__(self, model: Any, method: "Method | str", options: AttributeOptions | None = None,
                  names: ArgumentNames = ArgumentNames(), **settings: Any):
+        if not isinstance(method, (str, Method)):
+            raise UsageError(f"method={method!r}: give a method's name, e.g. 'deeplift' or "
+                             "'integrated_gradients(steps=64)'")
+        if not isinstance(model, (str, os.PathLike, Model)):
+            raise UsageError(f"model is a {type(model).__name__}: give the path of a model file (a frozen .pb, a "
+                             ".meta, a SavedModel folder) or a graphgrad Model")
         method = parse_method(method, "method") if isinstance(method, str) else method
+        _refuse_unknown_settings(settings)
         if options is None:
             options = AttributeOptions(method, **{**settings, "noise": as_noise(settings.get("noise"))})
         elif settings:
             raise UsageError(f"give the options or {', '.join(settings)}, not both")
         self.names, self.options = names, options
-        self.model = model if isinstance(model, Model) else read_model(model, options.kind)
+        self.model = model if isinstance(model, Model) else read_model(os.fspath(model), options.kind)
         self.path = self.model.path
         _refuse_options_the_kind_does_not_take(method, options, names)
         rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
@@ -243,7 +251,7 @@ class Explainer:
         ``(samples, sigma)``), its runs stopped after ``timeout`` seconds (None: the
         default given). Returns ``(attributions, report)``."""
         options, method = self.options, self.options.method
-        target = options.target if target is None else target
+        target = _checked_target(options.target if target is None else target, self.names)
         noise = options.noise if noise is None else as_noise(noise)
         timeout = options.timeout if timeout is None else positive_seconds(timeout)
         _refuse_noise(method, noise, options)
@@ -297,15 +305,19 @@ class Explainer:
         over a background set, that set (else None)."""
         import numpy as np
 
-        names = self.names
-        if self.options.method.entry in BACKGROUND:
+        names, method = self.names, self.options.method
+        if baseline is not None and method.kind not in (PATH_INTEGRAL, REFERENCE_BASED):
+            raise UsageError(f"{names.baseline}: {method.entry} is {method.kind} and takes no baseline; drop it, or "
+                             "use a method that does (integrated_gradients, deeplift)")
+        if method.entry in BACKGROUND:
             return np.zeros_like(inputs), algorithms.background_set(baseline, inputs, names.baseline)
-        try:
-            base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
-                np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
-        except ValueError:
+        # the input's shape or one row's, exactly: a baseline of (8, 8, 1) for rows of (8, 8, 3) is a mistake, which
+        # broadcasting over the channels would hide
+        if baseline is not None and np.shape(baseline) not in (inputs.shape, inputs.shape[1:], (1, *inputs.shape[1:])):
             raise UsageError(f"{names.baseline} has shape {list(np.shape(baseline))}: give one of the input's shape "
-                             f"{list(inputs.shape)}, or of one row") from None
+                             f"{list(inputs.shape)}, or of one row {list(inputs.shape[1:])}")
+        base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
+            np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
         refuse_not_finite(base, names.baseline)
         return base, None
 
@@ -456,6 +468,38 @@ def _without_noise(options: AttributeOptions, method: str) -> AttributeOptions:
     from dataclasses import replace
 
     return replace(options, method=parse_method(method), noise=None)
+
+
+def _refuse_unknown_settings(settings: dict) -> None:
+    """One line for a keyword the Explainer does not take, with the close one."""
+    import dataclasses
+    import difflib
+
+    known = sorted(field.name for field in dataclasses.fields(AttributeOptions) if field.name != "method")
+    for name in settings:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise UsageError(f"Explainer takes no keyword {name!r}{hint} (it takes {', '.join(known)})")
+
+
+def _checked_target(target: Any, names: ArgumentNames) -> Any:
+    """``target`` as explain takes it: None, a class index from 0, ``"predicted"``, or
+    one index per row (an array of integers); anything else refused in one line."""
+    import numpy as np
+
+    if target is None or (isinstance(target, str) and target == "predicted"):
+        return target
+    if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
+        if target < 0:
+            raise UsageError(f"{names.target} {target}: give a class index from 0")
+        return int(target)
+    if not isinstance(target, (str, bool)):
+        targets = np.asarray(target)
+        if targets.dtype.kind in "iu" and targets.ndim == 1:
+            return targets
+    raise UsageError(f"{names.target} {target!r}: give a class index, one index per row (an array of integers), or "
+                     "'predicted'")
 
 
 def _refuse_options_the_kind_does_not_take(method: Method, options: AttributeOptions, names: ArgumentNames) -> None:
