@@ -16,7 +16,7 @@ from tf_helpers import tf
 
 import graphgrad
 
-pytestmark = pytest.mark.slow  # real models, downloaded
+pytestmark = [pytest.mark.slow, pytest.mark.network]  # real models, downloaded
 
 # Spotify's basic-pitch ships its note-transcription network as a Keras TF2 SavedModel:
 # 104 functions, Relu layers in nested call ops (Conv2D, FusedBatchNormV3, Sigmoid heads).

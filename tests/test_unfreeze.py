@@ -196,6 +196,7 @@ def trained_digits(folder, digits) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.network  # scikit-learn's wheel, for its digits
 def test_a_frozen_binarized_mlp_learns_the_digits_with_ste_and_not_without(tmp_path, digits):
     """Issue 30's acceptance: the frozen net at its random initialisation, rewritten
     with ste on every Sign (its weights' and its hidden activations'), unfrozen, then
