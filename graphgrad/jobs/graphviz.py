@@ -9,20 +9,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import GraphgradError
 
-GRAPHVIZ_TIMEOUT = 120.0  # seconds dot may take to lay out a path
+GRAPHVIZ_TIMEOUT = 120.0  # seconds dot may take to lay out a path, by default (show --timeout)
 MAX_PROCESSES = 4
 
 
-def layout(dots: list) -> list:
+def layout(dots: list, timeout: float = GRAPHVIZ_TIMEOUT) -> list:
     """The SVG of each DOT picture in ``dots``, laid out by Graphviz's ``dot`` (on
     PATH): the pictures shared, in order, between one run per usable core; every run
-    stopped after GRAPHVIZ_TIMEOUT in all."""
+    stopped after ``timeout`` seconds in all."""
     program = shutil.which("dot")
     if program is None:
         raise GraphgradError("drawing .svg or .html needs Graphviz's dot, which is not on PATH: install it "
                              "(apt-get install graphviz, brew install graphviz), or write .dot")
     shares = _shares(dots, min(_cores(), MAX_PROCESSES))
-    deadline = time.monotonic() + GRAPHVIZ_TIMEOUT
+    deadline = time.monotonic() + timeout
     processes: list = []
     pool = ThreadPoolExecutor(len(shares))  # a thread per run, each feeding and reading its pipes
     try:
@@ -36,8 +36,8 @@ def layout(dots: list) -> list:
         outputs = [run.result() for run in runs]
     except subprocess.TimeoutExpired:
         _end_groups(processes)
-        raise GraphgradError(f"Graphviz's dot took over {GRAPHVIZ_TIMEOUT:g} s to lay out the path and was "
-                             "stopped; draw fewer nodes (--max-nodes) or write .dot") from None
+        raise GraphgradError(f"Graphviz's dot took over {timeout:g} s to lay out the path and was stopped; give it "
+                             "longer (--timeout SECONDS), draw fewer boxes (--max-nodes), or write .dot") from None
     except BaseException:  # Ctrl-C, or anything else: no dot left running
         _end_groups(processes)
         raise

@@ -26,7 +26,7 @@ from ..graph.tensors import unknown_tensor
 from ..graph.model import SAVEDMODEL, Model, meta_graphs_of, override_of, signatures_of
 from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
 from .folding import View, fold
-from .graphviz import layout
+from .graphviz import GRAPHVIZ_TIMEOUT, layout
 from .page import to_html
 
 FORMATS = (".dot", ".svg", ".html")
@@ -58,6 +58,7 @@ class ShowOptions:
     kind: str | None = None
     ys: tuple = ()  # without y: several outputs to draw up to (a SavedModel's signature)
     signed: bool = False  # x and ys from the model's signature: an input that reaches no output is left out
+    timeout: float = GRAPHVIZ_TIMEOUT  # seconds Graphviz may take to lay the pictures out
 
 
 @dataclass
@@ -131,9 +132,9 @@ def show_model(path: str, out: str, options: ShowOptions, findings: Findings | N
     if extension == ".dot":
         write_chunks(out, [to_dot(whole).encode()])
     elif extension == ".svg":
-        write_chunks(out, [layout([to_dot(whole)])[0].encode()])
+        write_chunks(out, [layout([to_dot(whole)], options.timeout)[0].encode()])
     else:
-        svgs = layout([to_dot(view, legend=False) for view in views])
+        svgs = layout([to_dot(view, legend=False) for view in views], options.timeout)
         legend = [(mark, MARKS[mark][0], _text_colour(mark), MARKS[mark][1])
                   for mark in MARKS if any(mark in marks_used(view) for view in views)]
         page = to_html(list(zip(views, svgs)), path, legend, findings.results if findings else ())
