@@ -471,3 +471,30 @@ def test_the_batch_examples_of_the_docs_print_what_they_show(zoo, tmp_path, monk
 
         result = CliRunner().invoke(main, shell_words("bash", command), catch_exceptions=False)
         assert (result.stdout + result.stderr).strip("\n") == shown, command
+
+
+def test_out_dir_mirrors_named_files_and_keeps_a_saved_model_in_its_folder(tmp_path):
+    """Files named on the command line keep their paths under --out-dir (two of one
+    name no longer collide), and a SavedModel named by its saved_model.pb is written
+    in a folder of its own, not as --out-dir itself (issue 49.4)."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(fixture("binary_net.pb"), tmp_path / folder / "net.pb")
+    shutil.copytree(fixture("saved_model"), tmp_path / "exported")
+    out = tmp_path / "patched"
+    with _cwd(tmp_path):
+        run_cli("rewrite", "a/net.pb", "b/net.pb", "exported/saved_model.pb", "--op", "Sign=ste", "--out-dir", out,
+                "--allow-missing")
+    assert (out / "a" / "net.pb").is_file() and (out / "b" / "net.pb").is_file()
+    assert (out / "exported" / "saved_model.pb").is_file() and (out / "exported" / "variables").is_dir()
+    assert not (out / "saved_model.pb").exists()
+
+
+@contextmanager
+def _cwd(path):
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import GraphgradError
 from ..files.discovery import expand_pattern, find_models, is_saved_model_dir
+from ..files.reading import SAVED_MODEL_FILES
 from ..files.writing import remove_stale_temporaries
 from ..gradients.user_modules import load_gradient_module
 
@@ -59,7 +60,7 @@ def plan(paths: Sequence[str], batch: BatchOptions) -> tuple[list[Item], list[tu
         for model in models:
             out = None
             if batch.out_dir:
-                relative = os.path.relpath(model, base) if base else os.path.basename(model.rstrip(os.sep))
+                relative = os.path.relpath(model, base) if base else _as_named(model)
                 out = os.path.normpath(os.path.join(batch.out_dir, relative))
                 if not _inside(out, batch.out_dir):
                     problems.append((model, f"{model} would be written to {out}, outside --out-dir "
@@ -79,6 +80,17 @@ def _inside(path: str, directory: str) -> bool:
     """Whether ``path`` lies inside ``directory`` (by their absolute, normalised names)."""
     path, directory = os.path.abspath(path), os.path.abspath(directory)
     return os.path.commonpath([path, directory]) == directory and path != directory
+
+
+def _as_named(model: str) -> str:
+    """Where ``--out-dir`` mirrors a model named on the command line: its path as
+    given, less a leading ``/`` and ``..`` parts (as tar stores names), so that two
+    files of one name in two folders do not collide; a SavedModel named by its
+    ``saved_model.pb`` goes with its folder (written there, as a SavedModel)."""
+    parts = [part for part in os.path.normpath(model).split(os.sep) if part not in ("", ".", "..")]
+    if len(parts) == 1 and os.path.basename(model) in SAVED_MODEL_FILES.values():
+        parts = [os.path.basename(os.path.dirname(os.path.abspath(model))), parts[0]]
+    return os.path.join(*parts) if parts else os.path.basename(os.path.abspath(model))
 
 
 def _mirror_base(argument: str) -> str | None:
