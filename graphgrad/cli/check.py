@@ -60,6 +60,12 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
     Exit 0 when every x gets a finite, not-all-zero gradient (and a softmax
     y has a --target); 1 otherwise; 2 for usage errors such as unknown tensor
     names.
+
+    \b
+    Examples:
+      graphgrad check model.pb --x x --y logits
+      graphgrad check classifier.pb --y probs --target 3 --feed training=false
+      graphgrad check trained/model.ckpt-1000.meta --y logits --html path.html
     """
     feed_shapes = {}
     for text in shapes:

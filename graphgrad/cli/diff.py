@@ -20,6 +20,11 @@ def diff_command(a, b, kind, as_json):
     Top level and function bodies are compared.
 
     Exit 0 when equal, 1 when they differ, 2 when a file cannot be read (like diff).
+
+    \b
+    Examples:
+      graphgrad diff model.pb patched.pb
+      graphgrad diff model.pb patched.pb --json
     """
     difference = diff_files(a, b, kind)  # a file that cannot be read: exit 2 (see exits.for_error)
     if as_json:

@@ -21,6 +21,11 @@ def gradients_command(gradient_modules, as_json):
     x is argument i and dy that of result i. [only ...]: the op types a gradient
     is meant for; rewrite refuses it on others. Chain stages with |: one
     replacement first, then transforms, e.g. 'identity|clip_norm(1.0)'.
+
+    \b
+    Examples:
+      graphgrad gradients
+      graphgrad gradients --gradients my_gradients.py --json
     """
     for module in gradient_modules:
         load_gradient_module(module)

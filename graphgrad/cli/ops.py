@@ -30,6 +30,12 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
     no loading process can resolve, above all the CustomGradient-<n> names
     tf.custom_gradient leaves in frozen graphs, and graphs TensorFlow would
     refuse (duplicate node names, inputs that name no node).
+
+    \b
+    Examples:
+      graphgrad ops model.pb
+      graphgrad ops -r zoo/ --json
+      graphgrad ops saved_model_dir/ --grad-status
     """
     summaries, failures = summarize_files(models, recursive, kind, functions)
     render_failures(failures)

@@ -25,6 +25,11 @@ def reset_command(models, op_types, globs, out, in_place, dry_run, encoding, out
     """Remove overrides and undo graphgrad's inserted and embedded nodes.
 
     All of them, or those of the selected nodes; the original wiring is restored.
+
+    \b
+    Examples:
+      graphgrad reset patched.pb -o plain.pb
+      graphgrad reset patched.pb --op Sign -o without_sign_overrides.pb
     """
     output = options.make_output(out, in_place, dry_run, encoding, out_dir, backup)
     batch = BatchOptions(recursive=recursive, out_dir=out_dir, jobs=jobs)
