@@ -7,10 +7,11 @@ prints, followed, makes the attack an evaluation again."""
 
 import json
 
+import numpy as np
 import pytest
 
 from conftest import fixture, run_cli
-from tf_helpers import tf, v1
+from tf_helpers import graph_file, tf, v1
 
 
 def _defended(tmp_path, defence, name):
@@ -145,3 +146,23 @@ def test_the_checklist_passes_on_a_broken_defence(tmp_path):
     report = json.loads(_attack(bypassed, "--steps", "40", "--json", expect=0).stdout)
     assert [item["name"] for item in report["checklist"]] == ["gradient", "convergence", "noise", "eps", "unbounded"]
     assert all(item["passed"] for item in report["checklist"]), report["checklist"]
+
+
+def test_a_bypass_across_a_thermometer_encoding_is_refused_before_it_runs(tmp_path):
+    """A thermometer encoding (16 levels: [n, 8, 8, 1] in, [n, 8, 8, 16] out) in a
+    frozen graph that records no shapes: bypass writes the identity across it, and
+    every command that runs the result refuses it in one line, naming both shapes,
+    instead of failing each run on a reshape."""
+    def build():
+        x = v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        levels = tf.constant(np.arange(16, dtype=np.float32) / 16)
+        encoded = tf.cast(x > levels, tf.float32, name="thermometer")
+        kernel = tf.constant(np.random.default_rng(0).normal(size=[3, 3, 16, 4]).astype(np.float32))
+        hidden = tf.reduce_mean(tf.nn.relu(tf.nn.conv2d(encoded, kernel, 1, "SAME")), [1, 2])
+        tf.matmul(hidden, tf.constant(np.eye(4, 3, dtype=np.float32)), name="logits")
+
+    model = graph_file(tmp_path, build, "thermometer.pb")
+    run_cli("bypass", model, "--from", "x:0", "--to", "thermometer:0", "-o", tmp_path / "bpda.pb")
+    result = run_cli("check", tmp_path / "bpda.pb", "--x", "x", "--y", "logits", expect=1)
+    [line] = result.stderr.strip().splitlines()
+    assert "[None, 8, 8, 16] back to x, of shape [None, 8, 8, 1]" in line and "one shape at both ends" in line

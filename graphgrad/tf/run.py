@@ -22,7 +22,7 @@ from ..files.reading import read_model
 from ..graph.functions import call_cycle, function_bodies
 from ..graph.model import SAVEDMODEL, Model
 from ..methods.options import RunOptions
-from ..names import SOURCE
+from ..names import BYPASS, SOURCE
 from .effects import refused_phrase, unsafe_ops_in
 from .loading import (
     CheckUsageError,
@@ -138,8 +138,33 @@ def open_run(source: "str | Model", options: RunOptions, command: str = "check",
     stopped = (f"{model.path}: running it took over {options.timeout:g} s and was stopped; give it longer with "
                "--timeout SECONDS")
     run = Run(model, chosen, prefix, graph, session, unresolved, routed, Deadline.after(options.timeout, stopped))
+    _refuse_misshapen_bypasses(run)
     _find_x_and_y(run, options, command, fed_are_not_x)
     return run
+
+
+def _refuse_misshapen_bypasses(run: Run) -> None:
+    """A bypass whose two ends differ in shape, as TensorFlow infers them once the
+    graph is built (a file may not say): the identity cannot carry one's gradient to
+    the other (a thermometer encoding's [n, h, w, 16] back to [n, h, w, 1]), and every
+    run would fail on a reshape; refused before anything runs."""
+    for op in run.graph.get_operations():
+        if BYPASS not in op.node_def.attr:
+            continue
+        source = op.node_def.attr[BYPASS].s.decode("utf-8", "replace")
+        try:
+            start = tensor_named(run.graph, source)
+        except CheckUsageError:
+            continue  # a bypass inside a function body: its ends are not in the graph
+        end = op.outputs[0]
+        sizes = _row_size(start.shape), _row_size(end.shape)  # equal sizes reshape into one another
+        if None not in sizes and sizes[0] != sizes[1]:
+            raise GraphgradError(
+                f"{run.model.path}: the bypass {op.name} carries the gradient from a tensor of shape "
+                f"{end.shape.as_list() if end.shape.rank is not None else 'unknown'} back to {source}, of shape "
+                f"{start.shape.as_list() if start.shape.rank is not None else 'unknown'}: the identity needs one shape "
+                "at both ends; bypass between tensors of one shape (the part of the defence that keeps it), or "
+                "reset this bypass (graphgrad reset) and choose other ends")
 
 
 def _refuse_from_the_file(model: Model, options: RunOptions) -> tuple[list | None, str | None]:
@@ -193,6 +218,15 @@ def _find_x_and_y(run: Run, options: RunOptions, command: str, fed_are_not_x: bo
             f"{model.path}: {command} runs the graph, and its path holds {refused_phrase(unsafe)}; to run it "
             "anyway, add --allow-effects"
         )
+
+
+def _row_size(shape: Any) -> int | None:
+    """The entries of one row of a batch-first shape, where the shape says."""
+    import math
+
+    if shape.rank is None or shape.rank == 0 or None in shape.as_list()[1:]:
+        return None
+    return math.prod(shape.as_list()[1:])
 
 
 def _stand_ins(graph: Any) -> dict:
