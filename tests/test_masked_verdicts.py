@@ -166,3 +166,21 @@ def test_a_bypass_across_a_thermometer_encoding_is_refused_before_it_runs(tmp_pa
     result = run_cli("check", tmp_path / "bpda.pb", "--x", "x", "--y", "logits", expect=1)
     [line] = result.stderr.strip().splitlines()
     assert "[None, 8, 8, 16] back to x, of shape [None, 8, 8, 1]" in line and "one shape at both ends" in line
+
+
+def test_after_a_bypass_check_and_show_agree_that_nothing_blocks(tmp_path):
+    """The bit-depth defence bypassed: its Round lies behind the bypass's
+    StopGradient, where no gradient is taken; check no longer lists it (with a fix)
+    under ok, and check --html draws no blocker, as show draws none."""
+    bypassed = tmp_path / "bpda.pb"
+    run_cli("bypass", fixture("digits_bit_depth.pb"), "--from", "x:0", "--to", "defence/squeezed:0", "-o", bypassed)
+    report = json.loads(run_cli("check", bypassed, "--y", "classifier/logits", "--json").stdout)
+    assert report["blockers"] == [] and report["gradients"][0]["status"] == "finite"
+    run_cli("check", bypassed, "--y", "classifier/logits", "--html", tmp_path / "checked.html")
+    run_cli("show", bypassed, "--y", "classifier/logits", "-o", tmp_path / "shown.dot")
+    blocker_colour = "#d62728"  # what show and check --html fill a blocker with
+    assert blocker_colour not in (tmp_path / "checked.html").read_text()
+    assert blocker_colour not in (tmp_path / "shown.dot").read_text()
+    run_cli("check", fixture("digits_bit_depth.pb"), "--y", "classifier/logits", "--html", tmp_path / "before.html",
+            expect=1)
+    assert blocker_colour in (tmp_path / "before.html").read_text()  # before the bypass, it is drawn

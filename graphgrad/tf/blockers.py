@@ -64,7 +64,9 @@ def find_blockers(xs: list, y: Any, float_path: set, surrogates: dict, context: 
     """Ops on the float paths from x to y (``float_path``) that stop the gradient,
     also inside the functions that call ops on them run (If branches, loop bodies);
     when no float path is left, the integer or bool edges that cut them."""
-    blockers = _stoppers(float_path, surrogates, context, None)
+    # What y's gradient reaches: not what lies behind a StopGradient only (a bypass's forward region, whose own
+    # gradient is never taken, so stops nothing; show draws it so too)
+    blockers = _stoppers(float_path & _reached_without_stopping(y, float_path), surrogates, context, None)
     if y.op not in float_path:
         any_path = between(xs, y, only_differentiable=False)
         for op in sorted(any_path, key=lambda op: op.name):
@@ -80,6 +82,20 @@ def find_blockers(xs: list, y: Any, float_path: set, surrogates: dict, context: 
                     _bypass_fix(context.path, xs, y, op, any_path),
                 ))
     return blockers
+
+
+def _reached_without_stopping(y: Any, ops: set) -> set:
+    """The ops among ``ops`` whose outputs reach y's gradient: walked back from y,
+    a StopGradient (or PreventGradient) included but not what lies behind it."""
+    seen, stack = set(), [y.op]
+    while stack:
+        op = stack.pop()
+        if op in seen or op not in ops and op is not y.op:
+            continue
+        seen.add(op)
+        if op.type not in STOPPERS:
+            stack.extend(t.op for t in op.inputs)
+    return seen
 
 
 def _bypass_fix(path: str, xs, y, edge, any_path) -> str:
