@@ -26,7 +26,8 @@ FUNCTIONAL_OPS = frozenset(CALL_OPS) | {"If", "StatelessIf", "While", "Stateless
 TF1_LOOP_ENTERS = ("Enter", "RefEnter")
 # Ops whose output depends on their input's shape or dtype only, never its values:
 # their gradient is None on purpose, and reading a tensor through one uses no value of it.
-VALUE_INDEPENDENT = frozenset({"ZerosLike", "OnesLike", "Shape", "ShapeN", "Size", "Rank"})
+VALUE_INDEPENDENT = frozenset({"ZerosLike", "OnesLike", "Shape", "ShapeN", "Size", "Rank", "TensorListLength",
+                               "TensorListElementShape", "TensorArraySizeV3", "VariableShape"})
 # graphgrad's markers on the nodes it adds (see graphgrad.readings.scope): every
 # such node names its group; the group's output names the tensor it stands in for,
 # the spec it embeds, or the tensor a bypass sends its gradient to.

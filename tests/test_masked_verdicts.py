@@ -184,3 +184,23 @@ def test_after_a_bypass_check_and_show_agree_that_nothing_blocks(tmp_path):
     run_cli("check", fixture("digits_bit_depth.pb"), "--y", "classifier/logits", "--html", tmp_path / "before.html",
             expect=1)
     assert blocker_colour in (tmp_path / "before.html").read_text()  # before the bypass, it is drawn
+
+
+def test_shape_reads_are_never_blockers_and_the_fix_is_the_region_to_bypass(tmp_path):
+    """A defence that casts to integers, then a Flatten written with tf.shape: the
+    Shape reads no values (its None gradient is right), so only the cast is a
+    blocker, and its bypass ends at the defence's output, not at the Flatten's
+    Reshape (which would skip the whole conv stack)."""
+    def build():
+        x = v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        quantised = tf.cast(tf.cast(x * 7, tf.int32), tf.float32) / 7
+        squeezed = tf.identity(quantised, name="defence/squeezed")
+        kernel = tf.constant(np.random.default_rng(0).normal(size=[3, 3, 1, 4]).astype(np.float32))
+        hidden = tf.nn.relu(tf.nn.conv2d(squeezed, kernel, 1, "SAME"))
+        flat = tf.reshape(hidden, [tf.shape(hidden)[0], -1], name="flatten")
+        tf.matmul(flat, tf.constant(np.ones([256, 3], np.float32)), name="logits")
+
+    model = graph_file(tmp_path, build, "cast.pb")
+    report = json.loads(run_cli("check", model, "--x", "x", "--y", "logits", "--json", expect=1).stdout)
+    assert [blocker["op_type"] for blocker in report["blockers"]] == ["Cast"], report["blockers"]
+    assert "--to defence/squeezed:0" in report["blockers"][0]["fix"]

@@ -70,6 +70,8 @@ def find_blockers(xs: list, y: Any, float_path: set, surrogates: dict, context: 
     if y.op not in float_path:
         any_path = between(xs, y, only_differentiable=False)
         for op in sorted(any_path, key=lambda op: op.name):
+            if op.type in VALUE_INDEPENDENT:  # reads a shape, not values: None is its right gradient
+                continue
             edges = [
                 t for t in op.outputs
                 if not differentiable(t.dtype) and any(c in any_path for c in t.consumers())
