@@ -356,3 +356,30 @@ def test_a_folder_unfreeze_wrote_is_pointed_to_its_graph_and_to_freeze(tmp_path)
     result = run_cli("unfreeze", out, "-o", tmp_path / "again", expect=1)
     assert "training checkpoint's folder (model.meta)" in result.stderr
     assert f"graphgrad freeze {out} -o OUT.pb" in result.stderr
+
+
+def test_quantisation_aware_kernels_become_variables_and_integer_weights_are_named(tmp_path):
+    """issue 49.1: a quantisation-aware net's kernel behind FakeQuantWithMinMaxVars
+    becomes a variable (the fake quantisation's gradient is straight-through), and
+    a quantised net's integer weight behind Dequantize, which no float variable can
+    hold, is named with why, in the list and in --json, instead of left out silently."""
+    import json
+
+    from tf_helpers import graph_file, tf, v1
+
+    def build():
+        x = v1.placeholder(tf.float32, [None, 4], name="x")
+        kernel = tf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), name="dense/kernel")
+        quantised = tf.quantization.fake_quant_with_min_max_vars(kernel, -1.0, 1.0, name="dense/fake_quant")
+        hidden = tf.matmul(x, quantised, name="dense/MatMul")
+        codes = tf.constant(np.arange(6, dtype=np.int8).reshape(3, 2), dtype=tf.qint8, name="head/codes")
+        weights = tf.quantization.dequantize(codes, -1.0, 1.0, name="head/dequantize")
+        tf.matmul(hidden, weights, name="logits")
+
+    model = graph_file(tmp_path, build, "qat.pb")
+    listing = json.loads(run_cli("unfreeze", model, "--list", "--json").stdout)
+    assert [weight["name"] for weight in listing["variables"]] == ["dense/kernel"]
+    [kept] = listing["kept"]
+    assert kept["name"] == "head/codes" and "behind Dequantize head/dequantize" in kept["why"]
+    text = run_cli("unfreeze", model, "--list").stdout
+    assert "kept as a constant: head/codes: 6 quantised (integer) entries" in text

@@ -47,10 +47,12 @@ def unfreeze_command(model, out, min_size, consts, exclude, list_only, force, ti
     weights = [{"name": w.name, "dtype": FLOATS[w.dtype], "shape": w.shape, "size": w.size} for w in result.weights]
     if as_json:
         echo_json({"model": model, "output": None if list_only else out, "variables": weights,
-                   "parameters": result.parameters})
+                   "parameters": result.parameters, "kept": [{"name": name, "why": why} for name, why in result.kept]})
         return
     rows = [["constant", "dtype", "shape", "entries"]] + [
         [w["name"], w["dtype"], "x".join(map(str, w["shape"])) or "scalar", str(w["size"])] for w in weights]
     echo(f"{model} -> {out if not list_only else '(list)'}: {len(weights)} variable(s), "
                f"{result.parameters} parameter(s)")
     echo(*table(rows))
+    for name, why in result.kept:
+        echo(f"kept as a constant: {name}: {why}")

@@ -35,9 +35,16 @@ WEIGHT_INPUTS: dict = {
     "FusedBatchNorm": (1, 2, 3, 4), "FusedBatchNormV2": (1, 2, 3, 4), "FusedBatchNormV3": (1, 2, 3, 4),
 }
 # Ops a weight may pass through on its way to the node that reads it: a binarized
-# net's Sign, a quantizer's Round, a reshape, a cast, a TF1 loop's Enter.
+# net's Sign, a quantizer's Round, a reshape, a cast, a TF1 loop's Enter, and the fake
+# quantisation of a quantisation-aware net (its gradient is straight-through, so the
+# float kernel behind it trains).
 WEIGHT_PASSES = {"Identity", "Enter", "Sign", "Round", "Floor", "Ceil", "Rint", "Reshape", "Transpose", "Cast", "Tanh",
-                 "ClipByValue", "Neg", "Abs"}
+                 "ClipByValue", "Neg", "Abs", "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel",
+                 "FakeQuantWithMinMaxArgs", "QuantizeAndDequantizeV2", "QuantizeAndDequantizeV3",
+                 "QuantizeAndDequantizeV4"}
+# Ops that make floats of integer weights: such a weight stays a constant (a float
+# variable cannot hold it), and unfreeze says so.
+DEQUANTIZERS = {"Dequantize", "UniformDequantize", "XlaDequantize"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class Weight:
 class Unfrozen:
     graph_def: Any
     weights: list = field(default_factory=list)
+    kept: list = field(default_factory=list)  # (constant, why it stays one): weights no variable can hold
 
     @property
     def parameters(self) -> int:
@@ -137,6 +145,23 @@ def choose_weights(graph_def: Any, options: UnfreezeOptions) -> list[Weight]:
                              + (f" (the graph's constants: {', '.join(consts[:3])}{', ...' if len(consts) > 3 else ''};"
                                 " name them with --const GLOB)" if consts else ""))
     return chosen
+
+
+def kept_weights(graph_def: Any) -> list[tuple[str, str]]:
+    """The weights of ``graph_def``'s top level that stay constants, each with why:
+    integers a dequantising op turns into floats (a quantised net's), which a float
+    variable cannot hold."""
+    nodes = {node.name: node for node in graph_def.node}
+    kept = []
+    for node in graph_def.node:
+        if node.op in DEQUANTIZERS and node.input:
+            source = nodes.get(node.input[0].split(":")[0])
+            if source is not None and source.op == "Const" and source.attr["dtype"].type not in FLOATS:
+                size = math.prod(_shape(source))
+                kept.append((source.name, f"{size} quantised (integer) entries behind {node.op} {node.name}: a float "
+                                          "variable cannot hold them; train the float model it was quantised from, "
+                                          "or a quantisation-aware one (its fake-quantised kernels become variables)"))
+    return kept
 
 
 ITEM_BYTES = {1: 4, 2: 8, 19: 2, 14: 2}  # FLOATS' sizes

@@ -5,7 +5,7 @@ checkpoint is TensorFlow's (:mod:`graphgrad.tf.unfreeze`)."""
 
 import os
 
-from ..edits.unfreeze import FROZEN_NODES, Unfrozen, UnfreezeOptions, choose_weights, unfrozen
+from ..edits.unfreeze import FROZEN_NODES, Unfrozen, UnfreezeOptions, choose_weights, kept_weights, unfrozen
 from ..errors import GraphgradError, ModelReadError, UsageError
 from ..files.confined import checkpoint_in_folder, refuse_escaping_shards
 from ..files.reading import read_model, read_small_file
@@ -30,6 +30,7 @@ def unfreeze(path: str, out_dir: str | None, options: UnfreezeOptions, kind: str
     model = read_model(path, kind)
     graph_def = _one_graph(model)
     result = unfrozen(graph_def, choose_weights(graph_def, options))
+    result.kept = kept_weights(graph_def)
     if out_dir is None:
         return result
     from ..tf.unfreeze import write_training_checkpoint
