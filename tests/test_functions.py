@@ -203,3 +203,17 @@ def test_check_through_twenty_nested_calls_ends_and_is_right(tmp_path):
     report = json.loads(run_cli("check", path, "--x", "x", "--y", "y", "--feed", "x=[0.5,1,2]", "--json").stdout)
     expected = 2 * np.cos(np.array([0.5, 1.0, 2.0]))  # d/dx (2 sin x + 20)
     assert report["gradients"][0]["norm"] == pytest.approx(float(np.linalg.norm(expected)), rel=1e-5)
+
+
+def test_functions_with_overrides_walk_back_a_chain_of_ten_thousand_calls():
+    """f0 calls f1 ... calls f9999, whose Sign carries an override: every function of
+    the chain holds it (through its calls), and one beside the chain does not. The
+    walk goes back along the calls once (a fixpoint over every function, repeated
+    once a level, took minutes on such a chain: issue 49.5)."""
+    depth = 10_000
+    bodies = {f"f{i}": [NodeDef(name="inner", op=f"f{i + 1}")] for i in range(depth - 1)}
+    sign = NodeDef(name="sign", op="Sign")
+    sign.attr["_gradient_op_type"].s = b"graphgrad/ste(clip=1.0)"
+    bodies[f"f{depth - 1}"] = [sign]
+    bodies["beside"] = [NodeDef(name="add", op="AddV2")]
+    assert functions_with_overrides(bodies) == {f"f{i}" for i in range(depth)}
