@@ -121,8 +121,9 @@ def nested_calls(depth: int):
     return graph.as_graph_def()
 
 
-def call_chain(depth: int):
-    """A GraphDef, written field by field, whose functions each hold a Sign and call the next."""
+def call_chain(depth: int, signs_everywhere: bool = True):
+    """A GraphDef, written field by field, whose functions each call the next and
+    hold a Sign (``signs_everywhere``), or whose innermost function alone holds one."""
     graph = tf.compat.v1.GraphDef()
     graph.node.add(name="x", op="Placeholder").attr["dtype"].type = 1
     for index in range(depth):
@@ -130,10 +131,12 @@ def call_chain(depth: int):
         function.signature.name = f"f{index}"
         function.signature.input_arg.add(name="t", type=1)
         function.signature.output_arg.add(name="out", type=1)
-        sign = function.node_def.add(name="sign", op="Sign", input=["t"])
-        sign.attr["T"].type = 1
+        has_sign = signs_everywhere or not index
+        if has_sign:
+            sign = function.node_def.add(name="sign", op="Sign", input=["t"])
+            sign.attr["T"].type = 1
         if index:
-            call = function.node_def.add(name="call", op="PartitionedCall", input=["sign:y:0"])
+            call = function.node_def.add(name="call", op="PartitionedCall", input=["sign:y:0" if has_sign else "t"])
             call.attr["f"].func.name = f"f{index - 1}"
             call.attr["Tin"].list.type.append(1)
             call.attr["Tout"].list.type.append(1)
@@ -244,6 +247,7 @@ if __name__ == "__main__":
         write(os.path.join(sys.argv[1], "inception_like.pb"), inception_like())
     elif sys.argv[2:] == ["calls10k"]:
         write(os.path.join(sys.argv[1], "calls10k.pb"), call_chain(10_000))
+        write(os.path.join(sys.argv[1], "calls10k_bottom.pb"), call_chain(10_000, signs_everywhere=False))
     elif sys.argv[2:] == ["cnn"]:
         cnn(sys.argv[1])
     elif sys.argv[2:] == ["mobilenet"]:

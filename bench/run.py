@@ -238,6 +238,14 @@ def nested(repeat, work):
     }, repeat, before=lambda _: os.path.exists(out) and os.remove(out))
     table("calls10k.pb: 10,000 functions, each a Sign and a call of the next   (ratios against rewrite)", edits,
           "graphgrad rewrite --op Sign=ste")
+    bottom = built("calls10k_bottom.pb", "calls10k")
+    deep = measure({
+        "graphgrad rewrite --op Sign=ste": GRAPHGRAD + ["rewrite", bottom, "--op", "Sign=ste", "-o", out],
+        "graphgrad insert at the input": GRAPHGRAD + ["insert", bottom, "--at", "x:0", "--grad", "scale(2)",
+                                                       "-o", out],
+    }, repeat, before=lambda _: os.path.exists(out) and os.remove(out))
+    table("calls10k_bottom.pb: 10,000 functions each calling the next, one Sign in the innermost   (ratios against "
+          "insert)", deep, "graphgrad insert at the input")
 
 
 def show(repeat, work):
