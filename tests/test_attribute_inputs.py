@@ -219,3 +219,14 @@ def test_max_steps_without_a_tolerance_and_a_tolerance_of_one_are_refused(tmp_pa
               "logits", "--target", "1", "-o", tmp_path / "a.npy"]
     assert "add --tolerance" in run_cli(*common, "--max-steps", "64", expect=2).stderr
     assert "--tolerance" in run_cli(*common, "--tolerance", "2", expect=2).stderr
+
+
+def test_a_refinement_stopped_by_the_deadline_says_the_refinement_took_the_time(tmp_path):
+    """issue 51.1: the timeout that ends a long refinement says so, with what to change."""
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.load(fixture("digits_rows.npy")))
+    result = run_cli("attribute", fixture("digits_cnn.pb"), "--method", "integrated_gradients", "--input", rows,
+                     "--y", "logits", "--target", "1", "--tolerance", "1e-9", "--max-steps", "1000000",
+                     "--timeout", "2", "-o", tmp_path / "a.npy", expect=1)
+    [line] = result.stderr.strip().splitlines()
+    assert "took over 2 s" in line and "refining to the tolerance 1e-09" in line and "up to 1000000" in line

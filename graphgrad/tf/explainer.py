@@ -49,7 +49,7 @@ from .batches import adds_its_batch, batching_for, declared_batch_freed, row_sha
 from .cam import cam_layer, grad_cam, image_size
 from .loading import given_feeds, refuse_unfed_pipelines, training_flags, unfed_inputs
 from .paths import ops_between
-from .run import Deadline, open_run
+from .run import Deadline, RunStopped, open_run
 from .runtime import tensorflow, tf1_control_flow
 from .targets import summed_softmax, tensor_entry
 
@@ -402,8 +402,13 @@ class Explainer:
         options, tolerance = self.options, self.options.tolerance
         assert tolerance is not None, "refined only to a tolerance"
         differences = self._differences(inputs, base, None, batching, runs)
-        refined = algorithms.refined_integral(inputs, base, differences, options.method.value("steps"), tolerance,
-                                              options.max_steps, batching, runs.gradient_at, _origins(inputs))
+        try:
+            refined = algorithms.refined_integral(inputs, base, differences, options.method.value("steps"), tolerance,
+                                                  options.max_steps, batching, runs.gradient_at, _origins(inputs))
+        except RunStopped as stopped:  # say what took the time: the doubling, up to --max-steps per row
+            raise RunStopped(f"{stopped} (refining to the tolerance {tolerance:g}: each row's steps double up to "
+                             f"{options.max_steps}, as many gradients; give a larger tolerance, a smaller "
+                             "max-steps, or more time)") from None
         sums = algorithms.row_sums(refined.attributions)
         report.completeness = [RowCheck(row, float(s), float(d), int(n)) for row, (s, d, n) in enumerate(
             zip(sums, differences, refined.steps))]
