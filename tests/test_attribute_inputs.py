@@ -230,3 +230,15 @@ def test_a_refinement_stopped_by_the_deadline_says_the_refinement_took_the_time(
                      "--timeout", "2", "-o", tmp_path / "a.npy", expect=1)
     [line] = result.stderr.strip().splitlines()
     assert "took over 2 s" in line and "refining to the tolerance 1e-09" in line and "up to 1000000" in line
+
+
+def test_an_explainer_answers_after_its_first_timeout_has_passed(tmp_path):
+    """Each call has its own deadline: a warm explainer (Score-CAM's resize
+    included) still answers once the time given at its making has passed."""
+    import time
+
+    rows = np.load(fixture("digits_rows.npy"))
+    with graphgrad.Explainer(fixture("digits_cnn.pb"), "scorecam", y="logits", timeout=1.0) as explainer:
+        time.sleep(1.2)
+        maps, _ = explainer.explain(rows, target=1, timeout=60)
+    assert maps.shape[0] == len(rows) and np.isfinite(maps).all()

@@ -231,7 +231,7 @@ class Explainer:
             raise UsageError(f"{given} chooses one class per row of y of shape [rows, classes]; {run.y} has shape "
                              f"{run.y_tensor.shape.as_list() if run.y_tensor.shape.rank is not None else 'unknown'}")
 
-    def _resized(self, maps: Any, size: tuple) -> Any:
+    def _resized(self, maps: Any, size: tuple, until: Deadline) -> Any:
         """``maps`` (N, h, w, 1) resized bilinearly to ``size``, as Grad-CAM's are."""
         tf, run = self.tf, self.run
         if self._resize is None:
@@ -240,7 +240,7 @@ class Explainer:
                 to = tf.compat.v1.placeholder(tf.int32, [2])
                 self._resize = given, to, tf.image.resize(given, to, method="bilinear")
         given, to, resized = self._resize
-        return run.evaluate(resized, {given: maps, to: list(size)}).astype(maps.dtype)
+        return run.evaluate(resized, {given: maps, to: list(size)}, until).astype(maps.dtype)
 
     def explain(self, inputs: Any, target: Any = None, baseline: Any = None, noise: "Noise | tuple | None" = None,
                 timeout: float | None = None) -> tuple[Any, AttributionReport]:
@@ -378,7 +378,7 @@ class Explainer:
             layer_values, upsampled = (in_batches(lambda value, origins, at=at: runs.evaluate(
                 runs.gradient[at], value, origins), inputs, batching) for at in (0, 1))
             cams = algorithms.score_cam(inputs, layer_values, upsampled, batching, runs.output_at)
-            return self._resized(cams, inputs.shape[1:3])
+            return self._resized(cams, inputs.shape[1:3], runs.until)
         compute = self._by_kind(batching, runs)
         if noise is None:
             return compute(inputs, base, np.arange(len(inputs)))
@@ -441,14 +441,18 @@ class Runs:
     timeout: float
     targets: Any = None
 
+    @property
+    def until(self) -> Deadline:
+        """This call's deadline, and what to say when a run reaches it."""
+        return Deadline(self.deadline, f"{self.explainer.path}: the runs took over {self.timeout:g} s and were "
+                                       "stopped; give them longer with --timeout SECONDS")
+
     def evaluate(self, fetch: Any, value: Any, origins: Any = None) -> Any:
         explainer = self.explainer
         fed = {**explainer.feed, explainer.x: value[0] if explainer.one_example else value}
         if self.targets is not None and origins is not None:
             fed[self.row_targets] = self.targets[origins]
-        return explainer.run.evaluate(fetch, fed, Deadline(self.deadline, (
-            f"{explainer.path}: the runs took over {self.timeout:g} s and were stopped; give them longer with "
-            "--timeout SECONDS")))
+        return explainer.run.evaluate(fetch, fed, self.until)
 
     def gradient_at(self, value: Any, origins: Any) -> Any:
         found = self.evaluate(self.gradient, value, origins)

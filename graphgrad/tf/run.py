@@ -68,8 +68,9 @@ class Deadline:
 @dataclass
 class Run:
     """A model loaded to run in graph mode: the file, the MetaGraphDef chosen, the
-    tf.Graph and Session, x and y, and the deadline of its runs. Close it (or use it
-    as a context manager) to release the session."""
+    tf.Graph and Session, x and y, and the deadline of its runs, counted from its
+    opening (a long-lived user such as the Explainer passes each call's own). Close
+    it (or use it as a context manager) to release the session."""
 
     model: Model
     tags: list | None
