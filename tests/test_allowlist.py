@@ -218,3 +218,152 @@ def test_a_body_that_runs_an_unlisted_op_is_refused_through_its_call():
     loop.attr["body"].func.name = "body"
     bodies = {"inner": [NodeDef(name="read", op="ReadFile")], "body": [NodeDef(name="wait", op="QueueDequeueV2")]}
     assert unsafe_ops_in([call, loop], bodies) == ["inner/read (ReadFile)", "body/wait (QueueDequeueV2)"]
+
+
+# -- what a red team found past the first gate: functions run that no node names ----
+
+
+def _written(tmp_path) -> str:
+    return str(tmp_path / "written.txt")
+
+
+def _symbolic_gradient_of_a_function_with_a_gradient_def(tmp_path, secret):
+    """A SymbolicGradient of F, whose GradientDef (library.gradient) is G: TensorFlow
+    runs G, which no attribute names; G writes a file and reads the secret into y."""
+    from tensorflow.core.framework import attr_value_pb2
+    from tensorflow.python.framework import function
+
+    width = len(SECRET) + 1
+    graph = tf.Graph()
+    with graph.as_default():
+        @function.Defun(tf.float32, tf.float32, func_name="G")
+        def gradient(x, dy):
+            write = tf.io.write_file(_written(tmp_path), "written")
+            read = tf.cast(tf.io.decode_raw(tf.io.read_file(str(secret)), tf.uint8)[:width], tf.float32)
+            with tf.control_dependencies([write]):
+                return tf.identity(dy * read)
+
+        @function.Defun(tf.float32, func_name="F", grad_func=gradient)
+        def forward(x):
+            return x * 2.0
+
+        x = v1.placeholder(tf.float32, [None, width], name="x")
+        forward(x)
+        value = attr_value_pb2.AttrValue
+        attrs = {"f": value(func=attr_value_pb2.NameAttrList(name="F")),
+                 "Tin": value(list=value.ListValue(type=[1, 1])), "Tout": value(list=value.ListValue(type=[1]))}
+        symbolic = graph.create_op("SymbolicGradient", [x, tf.ones_like(x)], [tf.float32], attrs=attrs, name="sg")
+        tf.reduce_sum(tf.stop_gradient(symbolic.outputs[0]) * x, axis=1, keepdims=True, name="logits")
+    path = tmp_path / "symbolic.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path, width
+
+
+def _function_named_in_a_function_reference(tmp_path, secret):
+    """Outer's body calls its attribute g; the top-level call binds g to Evil inside
+    the NameAttrList of its f: Evil runs, named by no attribute of its own."""
+    from tensorflow.core.framework import attr_value_pb2
+    from tensorflow.python.framework import function
+
+    graph = tf.Graph()
+    with graph.as_default():
+        @function.Defun(tf.float32, func_name="Evil")
+        def evil(x):
+            with tf.control_dependencies([tf.io.write_file(_written(tmp_path), "written")]):
+                return tf.identity(x)
+
+        x = v1.placeholder(tf.float32, [None, 3], name="x")
+        evil.add_to_graph(graph)
+        tf.identity(x * 2.0, name="logits")
+    graph_def = graph.as_graph_def()
+    value = attr_value_pb2.AttrValue
+    floats = value(list=value.ListValue(type=[1]))
+    outer = graph_def.library.function.add()
+    outer.signature.name = "Outer"
+    outer.signature.input_arg.add(name="x", type=1)
+    outer.signature.output_arg.add(name="out", type=1)
+    outer.signature.attr.add(name="g", type="func")
+    inner = outer.node_def.add(name="call", op="PartitionedCall", input=["x"])
+    inner.attr["Tin"].CopyFrom(floats)
+    inner.attr["Tout"].CopyFrom(floats)
+    inner.attr["f"].CopyFrom(value(placeholder="g"))
+    outer.ret["out"] = "call:output:0"
+    call = graph_def.node.add(name="outer_call", op="PartitionedCall", input=["x"])
+    call.attr["Tin"].CopyFrom(floats)
+    call.attr["Tout"].CopyFrom(floats)
+    call.attr["f"].CopyFrom(value(func=attr_value_pb2.NameAttrList(
+        name="Outer", attr={"g": value(func=attr_value_pb2.NameAttrList(name="Evil"))})))
+    stopped = graph_def.node.add(name="stopped", op="StopGradient", input=["outer_call"])
+    stopped.attr["T"].type = 1
+    [product] = [node for node in graph_def.node if node.op == "Mul"]
+    product.input[1] = "stopped"
+    path = tmp_path / "nested.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    return path, 3
+
+
+@pytest.mark.parametrize("build", [_symbolic_gradient_of_a_function_with_a_gradient_def,
+                                   _function_named_in_a_function_reference])
+def test_functions_that_no_node_names_are_gated_too(tmp_path, secret, build):
+    model, width = build(tmp_path, secret)
+    np.save(tmp_path / "rows.npy", np.ones([1, width], np.float32))
+    result = run_cli("attribute", model, "--method", "gradient", "--input", tmp_path / "rows.npy", "--x", "x",
+                     "--y", "logits", "--target", "0", "-o", tmp_path / "map.npy", expect=1)
+    assert "WriteFile" in result.stderr and "--allow-effects" in result.stderr
+    assert not os.path.exists(_written(tmp_path)) and not (tmp_path / "map.npy").exists()
+    assert "not known to compute only on tensors in memory" in run_cli(
+        "check", model, "--x", "x", "--y", "logits", expect=1).stderr
+    assert not os.path.exists(_written(tmp_path))
+
+
+def test_a_restore_op_that_calls_a_function_has_its_body_gated(tmp_path):
+    """A .meta whose saver_def names, as its restore op, a call that takes the
+    checkpoint's file name first: not the restore because of its place, its body is
+    scanned, and its WriteFile refused."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 3], name="x")
+        weights = v1.get_variable("v", initializer=tf.ones([3]), use_resource=True)
+        tf.identity(x * weights, name="y")
+        saver = v1.train.Saver([weights])
+
+        @tf.function(autograph=False)
+        def evil(filename):
+            tf.io.write_file(_written(tmp_path), tf.strings.join(["restore got ", filename]))
+            return filename
+
+        call = evil(graph.get_tensor_by_name(saver.saver_def.filename_tensor_name)).op
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            saver.save(session, str(tmp_path / "model.ckpt"), write_meta_graph=False)
+        meta = v1.train.export_meta_graph(saver_def=saver.saver_def)
+    meta.saver_def.restore_op_name = call.name
+    (tmp_path / "model.ckpt.meta").write_bytes(meta.SerializeToString())
+    result = run_cli("check", tmp_path / "model.ckpt.meta", "--x", "x", "--y", "y", expect=1)
+    assert "WriteFile" in result.stderr and "restore" in result.stderr
+    assert not os.path.exists(_written(tmp_path))
+
+
+def test_a_saved_custom_gradient_that_writes_a_file_is_refused(tmp_path):
+    """A TF2 SavedModel's tf.custom_gradient, saved in registered_gradients, which
+    differentiating runs though no node names it."""
+    written = _written(tmp_path)
+
+    @tf.custom_gradient
+    def doubled(x):
+        def gradient(dy):
+            tf.io.write_file(written, "written")
+            return dy * 3.0
+        return x * 2.0, gradient
+
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def __call__(self, x):
+            return {"y": doubled(x)}
+
+    module = Module()
+    tf.saved_model.save(module, str(tmp_path / "saved"), signatures=module.__call__,
+                        options=tf.saved_model.SaveOptions(experimental_custom_gradients=True))
+    result = run_cli("check", tmp_path / "saved", "--x", "x", "--y", "y", expect=1)
+    assert "WriteFile" in result.stderr and "--allow-effects" in result.stderr
+    assert not os.path.exists(written)

@@ -52,6 +52,35 @@ def function_calls(value: Any) -> list:
     return calls
 
 
+def named_functions(value: Any) -> set:
+    """The names of every function an AttrValue names, those named inside the
+    attributes of a function it names too (``f {name: "Outer" attr {g: Evil}}``
+    runs Evil where Outer's body calls its ``g``)."""
+    names = set()
+    for call in function_calls(value):
+        names.add(call.name)
+        for nested in call.attr.values():
+            names |= named_functions(nested)
+    return names
+
+
+def functions_also_run(graph_def: Any) -> dict:
+    """What a GraphDef's library may run beyond what its nodes name: function ->
+    its gradient function (``library.gradient``, which a SymbolicGradient of it
+    runs) and the functions its signature's attributes default to; under ``""``,
+    the gradients the library registers for op types (``registered_gradients``,
+    which differentiating runs wherever a node carries their name)."""
+    found: dict = {}
+    for gradient in graph_def.library.gradient:
+        found.setdefault(gradient.function_name, set()).add(gradient.gradient_func)
+    for function in graph_def.library.function:
+        for attr in function.signature.attr:
+            if attr.HasField("default_value"):
+                found.setdefault(function.signature.name, set()).update(named_functions(attr.default_value))
+    found[""] = {entry.gradient_func for entry in graph_def.library.registered_gradients}
+    return found
+
+
 def rename_function_references(nodes: Iterable, names: dict) -> None:
     """Point the NodeDefs ``nodes`` (changed in place) at the functions ``names``
     maps to: op types that name a function, and function-valued attributes."""
@@ -111,7 +140,7 @@ def functions_run(nodes: Iterable, functions: Container[str]) -> set:
     names = {node.op for node in nodes if node.op in functions}
     for node in nodes:
         for value in node.attr.values():
-            names.update(call.name for call in function_calls(value))
+            names |= named_functions(value)
     return names
 
 

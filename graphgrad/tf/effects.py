@@ -29,20 +29,23 @@ def runs_only_in_memory(op_type: str) -> bool:
     return op_type in ALLOWED
 
 
-def unsafe_ops_in(node_defs: Iterable, bodies: dict) -> list[str]:
+def unsafe_ops_in(node_defs: Iterable, bodies: dict, also_run: dict | None = None) -> list[str]:
     """The ops among ``node_defs``, and in the function bodies they run (``bodies``:
     name -> NodeDefs), transitively, that are not known to compute only in memory;
-    each as ``NAME (OP)``, ``FUNCTION/NAME (OP)`` in a body."""
-    node_defs = list(node_defs)
+    each as ``NAME (OP)``, ``FUNCTION/NAME (OP)`` in a body. ``also_run``
+    (:func:`graphgrad.graph.functions.functions_also_run`): what a function may run
+    beyond its nodes (its gradient function, its attributes' defaults), and under
+    ``""`` what differentiating may run (the registered gradients), scanned too."""
+    node_defs, also_run = list(node_defs), also_run or {}
     found = [f"{node.name} ({node.op})" for node in node_defs if _refused(node.op, bodies)]
-    seen, pending = set(), sorted(functions_run(node_defs, bodies))
+    seen, pending = set(), sorted(functions_run(node_defs, bodies) | also_run.get("", set()))
     while pending:
         name = pending.pop()
         if name in seen or name not in bodies:
             continue
         seen.add(name)
         found += [f"{name}/{node.name} ({node.op})" for node in bodies[name] if _refused(node.op, bodies)]
-        pending += sorted(functions_run(bodies[name], bodies) - seen)
+        pending += sorted((functions_run(bodies[name], bodies) | also_run.get(name, set())) - seen)
     return found
 
 

@@ -19,7 +19,7 @@ from ..readings.bodies import bodies_of
 from ..errors import GraphgradError, UnresolvedGradientsError, UsageError
 from ..files.arrays import load_array
 from ..files.descriptors import kind_of_file
-from ..graph.functions import first_names, function_bodies, functions_run
+from ..graph.functions import first_names, function_bodies, functions_also_run, functions_run
 from ..graph.hints import close_names
 from ..graph.tensors import placeholder_shape, shape_mismatch, unknown_tensor
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, signatures_of
@@ -234,18 +234,43 @@ class LoadGate:
         if self.allowed or not ops:
             return
         restores = set(restores)
-        reached = [op.node_def for op in ancestors_of_ops(ops) if op not in restores]
-        bodies = function_bodies(self.graph_def)
-        # TF2's saver restores in a function it calls with the file name: its reads are the restore
+        # TF2's saver restores in a function it calls with the file name: the call is scanned (its body may
+        # hold anything), and only the body's reads of that file name are the restore
         calls = {op for op in restores if op.type in CALL_OPS}
-        reading = functions_run([op.node_def for op in calls], bodies)
-        found = [unsafe for unsafe in unsafe_ops_in(reached, bodies)
-                 if not (unsafe.split("/")[0] in reading and unsafe.endswith(_RESTORE_SUFFIXES))]
+        reached = [op.node_def for op in ancestors_of_ops(ops) if op not in restores or op in calls]
+        bodies = function_bodies(self.graph_def)
+        own = _reads_of_the_file_given(self.graph_def, functions_run([op.node_def for op in calls], bodies))
+        found = [unsafe for unsafe in unsafe_ops_in(reached, bodies, functions_also_run(self.graph_def))
+                 if unsafe.partition(" (")[0] not in own]
         if found:
             raise GraphgradError(
                 f"{self.path}: loading it would run {refused_phrase(found)} as its initializers, restore or init "
                 f"ops, before {self.command} computes anything; to run them anyway, add --allow-effects"
             )
+
+
+def _reads_of_the_file_given(graph_def: Any, functions: set) -> set:
+    """``FUNCTION/NODE`` of the checkpoint reads in ``functions`` whose file name is
+    the function's first argument (directly or through Identity nodes): the restore
+    of the checkpoint its caller hands it, and no other file."""
+    own = set()
+    for function in graph_def.library.function:
+        name = function.signature.name
+        if name not in functions or not function.signature.input_arg:
+            continue
+        nodes = {node.name: node for node in function.node_def}
+        argument = function.signature.input_arg[0].name
+        for node in function.node_def:
+            if node.op not in _RESTORES or not node.input:
+                continue
+            source, passed = node.input[0], set()
+            while source.split(":")[0] in nodes and nodes[source.split(":")[0]].op == "Identity" and \
+                    source not in passed:  # a hostile body's loop of Identities ends the walk
+                passed.add(source)
+                source = nodes[source.split(":")[0]].input[0]
+            if source == argument:
+                own.add(f"{name}/{node.name}")
+    return own
 
 
 def restore_op(graph: Any, saver: Any) -> list:
@@ -254,9 +279,6 @@ def restore_op(graph: Any, saver: Any) -> list:
 
 
 _RESTORES = ("RestoreV2", "Restore", "RestoreSlice")
-
-
-_RESTORE_SUFFIXES = tuple(f" ({op_type})" for op_type in _RESTORES)
 
 
 def restores_of(graph: Any, saver: Any) -> set:

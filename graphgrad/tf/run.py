@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import GraphgradError
 from ..files.confined import refuse_escaping_assets, refuse_escaping_shards
 from ..files.reading import read_model
-from ..graph.functions import call_cycle, function_bodies
+from ..graph.functions import call_cycle, function_bodies, functions_also_run
 from ..graph.model import SAVEDMODEL, Model
 from ..methods.options import RunOptions
 from ..names import BYPASS, SOURCE
@@ -211,8 +211,9 @@ def _find_x_and_y(run: Run, options: RunOptions, command: str, fed_are_not_x: bo
         run.x_tensors = [_stood_in(run, tensor_named(graph, x), stand_ins) for x in run.xs]
         # what runs: y's ancestors, cut where x and the --feed tensors are fed
         fed = set(run.x_tensors) | {tensor_named(graph, name) for name in feeds}
-        unsafe = unsafe_ops_in([op.node_def for op in ancestors([run.y_tensor], fed=fed)],
-                               function_bodies(loaded_graph_def(model, chosen)))
+        graph_def = loaded_graph_def(model, chosen)
+        unsafe = unsafe_ops_in([op.node_def for op in ancestors([run.y_tensor], fed=fed)], function_bodies(graph_def),
+                               functions_also_run(graph_def))
     if unsafe and not options.allow_effects:
         refuse_unfed_pipelines([run.y_tensor, *run.x_tensors], fed)  # the refusal with the feed that fixes it
         raise GraphgradError(
