@@ -367,3 +367,35 @@ def test_a_saved_custom_gradient_that_writes_a_file_is_refused(tmp_path):
     result = run_cli("check", tmp_path / "saved", "--x", "x", "--y", "y", expect=1)
     assert "WriteFile" in result.stderr and "--allow-effects" in result.stderr
     assert not os.path.exists(written)
+
+
+def test_the_other_implementations_of_a_called_function_are_gated(tmp_path):
+    """The call names A, pure; B implements the same api_implements for the CPU and
+    writes a file: grappler's implementation selector swaps B in at run time (as it
+    picks Keras' cuDNN LSTM on a GPU), so B is gated though nothing names it."""
+    written = _written(tmp_path)
+    graph = tf.Graph()
+    with graph.as_default():
+        spec = [tf.TensorSpec([None, 1], tf.float32)]
+
+        @tf.function(input_signature=spec, autograph=False,
+                     experimental_attributes={"api_implements": "doubled", "api_preferred_device": "GPU"})
+        def named(x):
+            return x * 2.0
+
+        @tf.function(input_signature=spec, autograph=False,
+                     experimental_attributes={"api_implements": "doubled", "api_preferred_device": "CPU"})
+        def swapped_in(x):
+            with tf.control_dependencies([tf.io.write_file(written, "written")]):
+                return x * 2.0
+
+        x = v1.placeholder(tf.float32, [None, 1], name="x")
+        with tf.device("/device:CPU:0"):
+            doubled = named(x)
+        tf.identity(doubled, name="y")
+        swapped_in.get_concrete_function().add_to_graph(graph)
+    model = tmp_path / "implements.pb"
+    model.write_bytes(graph.as_graph_def().SerializeToString())
+    result = run_cli("check", model, "--x", "x", "--y", "y", expect=1)
+    assert "WriteFile" in result.stderr and "--allow-effects" in result.stderr
+    assert not os.path.exists(written)

@@ -67,16 +67,28 @@ def named_functions(value: Any) -> set:
 def functions_also_run(graph_def: Any) -> dict:
     """What a GraphDef's library may run beyond what its nodes name: function ->
     its gradient function (``library.gradient``, which a SymbolicGradient of it
-    runs) and the functions its signature's attributes default to; under ``""``,
-    the gradients the library registers for op types (``registered_gradients``,
-    which differentiating runs wherever a node carries their name)."""
+    runs), the functions its signature's attributes default to, and the other
+    implementations of its ``api_implements`` (grappler's implementation selector
+    swaps a call for the one of the device it runs on, as Keras' LSTM picks cuDNN);
+    under ``""``, the gradients the library registers for op types
+    (``registered_gradients``, which differentiating runs wherever a node carries
+    their name)."""
     found: dict = {}
     for gradient in graph_def.library.gradient:
         found.setdefault(gradient.function_name, set()).add(gradient.gradient_func)
+    implementations: dict = {}
     for function in graph_def.library.function:
+        name = function.signature.name
         for attr in function.signature.attr:
             if attr.HasField("default_value"):
-                found.setdefault(function.signature.name, set()).update(named_functions(attr.default_value))
+                found.setdefault(name, set()).update(named_functions(attr.default_value))
+        for value in function.attr.values():
+            found.setdefault(name, set()).update(named_functions(value))
+        if "api_implements" in function.attr:
+            implementations.setdefault(function.attr["api_implements"].s, set()).add(name)
+    for group in implementations.values():
+        for name in group:
+            found.setdefault(name, set()).update(group - {name})
     found[""] = {entry.gradient_func for entry in graph_def.library.registered_gradients}
     return found
 
