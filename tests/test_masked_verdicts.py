@@ -204,3 +204,25 @@ def test_shape_reads_are_never_blockers_and_the_fix_is_the_region_to_bypass(tmp_
     report = json.loads(run_cli("check", model, "--x", "x", "--y", "logits", "--json", expect=1).stdout)
     assert [blocker["op_type"] for blocker in report["blockers"]] == ["Cast"], report["blockers"]
     assert "--to defence/squeezed:0" in report["blockers"][0]["fix"]
+
+
+def _reversed_near_the_data(x):
+    """Forward the identity; backward the identity far from the data and its
+    opposite near it (told by the images' high-frequency energy): PGD near the data
+    climbs back to the true class, a probe that starts at a random point across the
+    range meets an honest gradient (a red team's defence)."""
+    padded = tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC")
+    energy = tf.reduce_mean(tf.abs(x - tf.nn.avg_pool2d(padded, 3, 1, "VALID")), axis=[1, 2, 3], keepdims=True)
+    sign = tf.stop_gradient(tf.where(energy > 0.25, tf.ones_like(energy), -tf.ones_like(energy)))
+    return tf.stop_gradient(x) + sign * (x - tf.stop_gradient(x))
+
+
+def test_a_gradient_that_misleads_only_near_the_data_is_no_evaluation(tmp_path):
+    model = _defended(tmp_path, _reversed_near_the_data, "near")
+    report = json.loads(_attack(model, "--json", expect=3).stdout)
+    verdicts = {item["name"]: item["passed"] for item in report["checklist"]}
+    assert report["attacked_accuracy"] > 0.9 and report["valid"] is False
+    assert not verdicts["noise"] and not verdicts["unbounded"]  # noise beats it; from the images, chance is not met
+    run_cli("bypass", model, "--from", "x:0", "--to", "defence/squeezed:0", "-o", tmp_path / "bpda.pb")
+    broken = json.loads(_attack(tmp_path / "bpda.pb", "--json", expect=0).stdout)
+    assert broken["valid"] and broken["attacked_accuracy"] < 0.1

@@ -107,8 +107,9 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
              f"  bypass the region that masks it: graphgrad bypass {model} --from {report.x} --to TENSOR -o BPDA.pb "
              "(TENSOR: the defence's output), then attack that (BPDA)")
     elif not report.valid:
-        echo("not valid: an eps spanning the whole range does not bring accuracy down to chance, so the gradient "
-             "does not lead the attack (see the checklist); its accuracy means nothing of the defence")
+        echo("not valid: the gradient misleads the attack (random noise of the same eps does better, or an eps "
+             "spanning the whole range does not bring accuracy down to chance: see the checklist); its accuracy "
+             "means nothing of the defence: bypass the defence (BPDA) and attack that")
     return exits.for_verdict(report.valid)
 
 

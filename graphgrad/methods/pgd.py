@@ -43,6 +43,7 @@ class Budget:
     seed: int = 0
     judge_runs: int | None = None
     keep: str = "best"
+    random_start: bool = True  # False: from the images themselves (the checklist's unbounded probe)
 
     def __post_init__(self) -> None:
         if self.keep not in KEEPS:
@@ -109,7 +110,8 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
     rng = np.random.default_rng(budget.seed)
     clean = probabilities(images)
     low, high = np.maximum(images - budget.eps, budget.low), np.minimum(images + budget.eps, budget.high)
-    current = np.clip(images + rng.uniform(-budget.eps, budget.eps, images.shape), low, high).astype(images.dtype)
+    start = rng.uniform(-budget.eps, budget.eps, images.shape) if budget.random_start else 0.0
+    current = np.clip(images + start, low, high).astype(images.dtype)
     held, least = images.copy(), clean[rows, labels]  # each row's most adversarial point so far
     runs, moved, ever_wrong = 0, np.zeros(len(images), dtype=bool), np.zeros(len(images), dtype=bool)
     three_quarters = max(1, (3 * budget.steps) // 4)
@@ -194,8 +196,10 @@ def checklist(images: Any, labels: Any, budget: Budget, outcome: Outcome, gradie
                            f"at eps/2 {half:.0%} of the first images stay correct, at eps {full:.0%}"
                            + ("" if half >= full - 0.05 else ": a smaller eps did better, so the attack is weak; give "
                               "more --steps")))
+    # from the images themselves, not a random start across the range, which a defence could tell from data
     unbounded = _probe(images[rows], labels[rows], replace(budget, eps=budget.high - budget.low, steps=probe_steps,
-                                                            step_size=None), gradient_at, scores_at)
+                                                            step_size=None, random_start=False), gradient_at,
+                       scores_at)
     chance = 1 / classes if classes else 0.0
     items.append(CheckItem("unbounded", unbounded <= chance + 0.1,
                            f"an eps spanning the whole range leaves {unbounded:.0%} of the first images correct "
