@@ -24,18 +24,14 @@ from .allowed_ops import ALLOWED
 NOT_IN_MEMORY = "not known to compute only on tensors in memory"
 
 
-def runs_only_in_memory(op_type: str) -> bool:
-    """Whether ``op_type`` is one the gate lets run: known to compute only on tensors in memory."""
-    return op_type in ALLOWED
-
-
 def unsafe_ops_in(node_defs: Iterable, bodies: dict, also_run: dict | None = None) -> list[str]:
     """The ops among ``node_defs``, and in the function bodies they run (``bodies``:
     name -> NodeDefs), transitively, that are not known to compute only in memory;
     each as ``NAME (OP)``, ``FUNCTION/NAME (OP)`` in a body. ``also_run``
     (:func:`graphgrad.graph.functions.functions_also_run`): what a function may run
-    beyond its nodes (its gradient function, its attributes' defaults), and under
-    ``""`` what differentiating may run (the registered gradients), scanned too."""
+    beyond its nodes (its gradient function, the functions its attributes name, the
+    other implementations of its ``api_implements``), and under ``""`` what
+    differentiating may run (the registered gradients), scanned too."""
     node_defs, also_run = list(node_defs), also_run or {}
     found = [f"{node.name} ({node.op})" for node in node_defs if _refused(node.op, bodies)]
     seen, pending = set(), sorted(functions_run(node_defs, bodies) | also_run.get("", set()))
