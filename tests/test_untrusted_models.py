@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from tf_helpers import tf, v1
+from tf_helpers import graph_file, tf, v1
 
 
 def victim(tmp_path):
@@ -202,15 +202,6 @@ def test_a_checkpoint_that_lacks_a_variable_names_it(tmp_path):
 def secret(tmp_path):
     path = tmp_path / "secret.txt"
     path.write_text("7.5 the-secret-bytes")
-    return path
-
-
-def graph_file(tmp_path, build):
-    graph = tf.Graph()
-    with graph.as_default():
-        build()
-    path = tmp_path / "g.pb"
-    path.write_bytes(graph.as_graph_def().SerializeToString())
     return path
 
 
