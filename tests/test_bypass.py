@@ -179,3 +179,152 @@ def test_a_bypass_to_a_tensor_of_unknown_shape_loads_and_differentiates(tmp_path
         assert patched.get_tensor_by_name("region_out:0").shape.rank is None
     [got] = gradients(patched, "y:0", "x:0", {"x:0": RNG.uniform(0, 1, (3, 4)).astype(np.float32)})
     np.testing.assert_array_equal(got, np.full((3, 4), 2.0, np.float32))
+
+
+def _thermometer_defence(tmp_path):
+    """x [n, 4, 4, 2] -> a 5-level thermometer [n, 4, 4, 10] (ART's layout) -> logits."""
+    from tf_helpers import graph_file, tf, v1
+
+    def build():
+        x = v1.placeholder(tf.float32, [None, 4, 4, 2], name="x")
+        on = tf.cast(x[..., None] > tf.constant(np.arange(5, dtype=np.float32) / 5), tf.float32)
+        encoded = tf.reshape(on, [-1, 4, 4, 10], name="encoded")
+        weights = tf.constant(RNG.normal(size=[160, 3]).astype(np.float32))
+        tf.matmul(tf.reshape(encoded, [-1, 160]), weights, name="logits")
+
+    return graph_file(tmp_path, build, "thermometer.pb")
+
+
+def test_a_thermometer_surrogate_carries_the_soft_encodings_gradient_and_keeps_the_forward_bits(tmp_path):
+    """The bypass's gradient is that of sigmoid((x - k/levels) / temperature) with each
+    channel's levels side by side, bit-equal forward; the same spec as a load-time
+    override of the encoding's last op gives the same gradient."""
+    from tf_helpers import gradients, load, tf, v1
+
+    model = _thermometer_defence(tmp_path)
+    out = tmp_path / "soft.pb"
+    run_cli("bypass", model, "--from", "x:0", "--to", "encoded:0", "--surrogate",
+            "thermometer(levels=5,temperature=0.1)", "-o", out)
+    value = {"x:0": RNG.uniform(0, 1, (3, 4, 4, 2)).astype(np.float32)}
+    plain = load(model)
+    [upstream] = gradients(plain, "logits:0", "encoded:0", value)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(value["x:0"])
+        soft = tf.reshape(tf.sigmoid((x[..., None] - np.arange(5, dtype=np.float32) / 5) / 0.1), [3, 4, 4, 10])
+        [wanted] = v1.gradients(soft, x, grad_ys=tf.constant(upstream))
+        with v1.Session() as session:
+            wanted = session.run(wanted)
+    [got] = gradients(load(out), "logits:0", "x:0", value)
+    np.testing.assert_allclose(got, wanted, rtol=1e-5, atol=1e-6)
+    with v1.Session(graph=plain) as session, v1.Session(graph=load(out)) as patched:
+        assert session.run("logits:0", value).tobytes() == patched.run("logits:0", value).tobytes()
+
+
+def test_thermometer_as_a_load_time_override_is_the_same_gradient(tmp_path):
+    """On an op whose input is x [n, h, w, c] and output [n, h, w, c * levels] (a
+    Tile, for one channel), the override gives the soft encoding's gradient too."""
+    from tf_helpers import gradients, graph_file, load, tf, v1
+
+    def build():
+        x = v1.placeholder(tf.float32, [None, 4, 4, 1], name="x")
+        tiled = tf.tile(x, [1, 1, 1, 5], name="encoded")
+        tf.reduce_sum(tiled * tf.constant(RNG.normal(size=[4, 4, 5]).astype(np.float32)), [1, 2, 3], name="y")
+
+    model = graph_file(tmp_path, build, "tiled.pb")
+    run_cli("rewrite", model, "--node", "encoded=thermometer(levels=5,temperature=0.1)", "-o", tmp_path / "o.pb")
+    value = {"x:0": RNG.uniform(0, 1, (2, 4, 4, 1)).astype(np.float32)}
+    [upstream] = gradients(load(model), "y:0", "encoded:0", value)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(value["x:0"])
+        soft = tf.reshape(tf.sigmoid((x[..., None] - np.arange(5, dtype=np.float32) / 5) / 0.1), [2, 4, 4, 5])
+        [wanted] = v1.gradients(soft, x, grad_ys=tf.constant(upstream))
+        with v1.Session() as session:
+            wanted = session.run(wanted)
+    [got] = gradients(load(tmp_path / "o.pb"), "y:0", "x:0", value)
+    np.testing.assert_allclose(got, wanted, rtol=1e-5, atol=1e-6)
+
+
+def _surrogate_graph(tmp_path, build, name="g.pb"):
+    from tf_helpers import graph_file
+
+    return graph_file(tmp_path, build, name)
+
+
+def _soft(x):
+    from tf_helpers import tf
+
+    return tf.reshape(tf.sigmoid((x[..., None] - np.arange(5, dtype=np.float32) / 5) / 0.1), [-1, 4, 4, 10])
+
+
+def test_a_surrogate_graph_is_copied_in_and_its_gradient_is_gs(tmp_path):
+    """The user's g (a frozen GraphDef: one placeholder, one output of the region's
+    shape), written into the model: the gradient is g's, the forward bits the
+    defence's, check is ok, and reset restores the file as it was."""
+    from tf_helpers import gradients, load, tf, v1
+
+    model = _thermometer_defence(tmp_path)
+
+    def build():
+        _soft(v1.placeholder(tf.float32, [None, 4, 4, 2], name="region_input"))
+
+    g = _surrogate_graph(tmp_path, build)
+    out = tmp_path / "bpda.pb"
+    result = run_cli("bypass", model, "--from", "x:0", "--to", "encoded:0", "--surrogate-graph", g, "-o", out)
+    assert "bypassed encoded:0 to x:0" in result.stdout
+    value = {"x:0": RNG.uniform(0, 1, (3, 4, 4, 2)).astype(np.float32)}
+    [upstream] = gradients(load(model), "logits:0", "encoded:0", value)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(value["x:0"])
+        [wanted] = v1.gradients(_soft(x), x, grad_ys=tf.constant(upstream))
+        with v1.Session() as session:
+            wanted = session.run(wanted)
+    [got] = gradients(load(out), "logits:0", "x:0", value)
+    np.testing.assert_allclose(got, wanted, rtol=1e-5, atol=1e-6)
+    with v1.Session(graph=load(model)) as session, v1.Session(graph=load(out)) as patched:
+        assert session.run("logits:0", value).tobytes() == patched.run("logits:0", value).tobytes()
+    assert run_cli("check", out, "--x", "x", "--y", "logits").stdout.endswith("ok\n")
+    run_cli("reset", out, "-o", tmp_path / "back.pb")
+    assert read_model(str(tmp_path / "back.pb")).message == read_model(str(model)).message
+
+
+def test_a_surrogate_graph_of_the_wrong_shape_is_refused_before_it_runs(tmp_path):
+    from tf_helpers import tf, v1
+
+    model = _thermometer_defence(tmp_path)
+
+    def build():  # the identity: [n, 4, 4, 2], where the region gives [n, 4, 4, 10]
+        tf.identity(v1.placeholder(tf.float32, [None, 4, 4, 2], name="region_input"), name="same")
+
+    g = _surrogate_graph(tmp_path, build)  # a GraphDef records no shapes: the run finds g's
+    run_cli("bypass", model, "--from", "x:0", "--to", "encoded:0", "--surrogate-graph", g, "-o", tmp_path / "bpda.pb")
+    refused = run_cli("check", tmp_path / "bpda.pb", "--x", "x", "--y", "logits", expect=1)
+    [line] = refused.stderr.strip().splitlines()
+    assert "through graph g.pb sha256:" in line and "which gives shape [-1, 4, 4, 2]" in line, line
+
+
+@pytest.mark.parametrize("build, message", [
+    ("two_inputs", "g takes the region's input as its one placeholder, and it has 2 (a, b)"),
+    ("two_outputs", "g's output is the one node nothing else reads, and it has 2"),
+    ("float64", "--surrogate-graph g.pb takes float64 and --from x:0 is float32"),
+])
+def test_a_surrogate_graph_bypass_cannot_use_is_refused_in_one_line(tmp_path, build, message):
+    from tf_helpers import tf, v1
+
+    def two_inputs():
+        tf.add(v1.placeholder(tf.float32, name="a"), v1.placeholder(tf.float32, name="b"))
+
+    def two_outputs():
+        x = v1.placeholder(tf.float32, name="x")
+        tf.identity(x, name="one"), tf.identity(x, name="other")
+
+    def float64():
+        tf.identity(v1.placeholder(tf.float64, name="x"), name="g")
+
+    g = _surrogate_graph(tmp_path, {"two_inputs": two_inputs, "two_outputs": two_outputs, "float64": float64}[build])
+    refused = run_cli("bypass", _thermometer_defence(tmp_path), "--from", "x:0", "--to", "encoded:0",
+                      "--surrogate-graph", g, "-o", tmp_path / "bpda.pb", expect=1)
+    [line] = refused.stderr.strip().splitlines()
+    assert message in line

@@ -3,6 +3,7 @@
 import click
 
 from ..edits.surgery import BypassOptions
+from ..edits.surrogate_graph import read_surrogate_graph
 from ..gradients.spec import parse_spec
 from ..jobs.api import bypass_file
 from . import options
@@ -16,16 +17,22 @@ from .render import finish_one, in_graph
 @click.option("--to", "target", required=True, metavar="TENSOR",
               help="Where it comes from: the float tensor the region gives (e.g. the dequantised input).")
 @click.option("--surrogate", "spec", default="identity", show_default=True, metavar="SPEC",
-              help="The gradient across the region, as a replacement applied to --from (identity, ste, ...).")
+              help="The gradient across the region, as a replacement applied to --from (identity, ste, "
+                   "thermometer(levels=16), ...).")
+@click.option("--surrogate-graph", "graph", type=click.Path(dir_okay=False), metavar="G.pb",
+              help="The gradient across the region is that of your own g, a frozen GraphDef whose one placeholder "
+                   "takes --from and whose one output has --to's shape (copied into the model).")
 @options.output_options
 @options.format_option
 @options.json_option
 @options.debug_option
-def bypass_command(model, source, target, spec, out, in_place, dry_run, encoding, kind, as_json):
+def bypass_command(model, source, target, spec, graph, out, in_place, dry_run, encoding, kind, as_json):
     """Backpropagate across a region (--from .. --to) as the identity: BPDA.
 
     The region between --from and --to backpropagates as if it were SURROGATE (the
-    identity by default).
+    identity by default), or your own g (--surrogate-graph): a thermometer encoding,
+    which maps [n, h, w, c] to [n, h, w, c * levels], through 'thermometer(levels=L)',
+    a soft thermometer (each channel's levels side by side, level k on above k/L).
 
     Forward values of --to do not change, bit for bit; the gradient that reaches
     --to flows to --from, whatever lies between: casts to integers, Round, JPEG
@@ -37,9 +44,12 @@ def bypass_command(model, source, target, spec, out, in_place, dry_run, encoding
     Examples:
       graphgrad bypass defended.pb --from x:0 --to dequantize:0 -o attackable.pb
       graphgrad bypass defended.pb --from x:0 --to jpeg/decoded:0 --surrogate 'identity|scale(0.5)' -o out.pb
+      graphgrad bypass defended.pb --from x:0 --to encoded:0 --surrogate 'thermometer(levels=16)' -o out.pb
+      graphgrad bypass defended.pb --from x:0 --to squeezed:0 --surrogate-graph g.pb -o out.pb
     """
     output = options.make_output(out, in_place, dry_run, encoding)
-    result = bypass_file(model, BypassOptions(source, target, parse_spec(spec)), output, kind)
+    surrogate = read_surrogate_graph(graph) if graph else None
+    result = bypass_file(model, BypassOptions(source, target, parse_spec(spec), surrogate), output, kind)
     finish_one(result, as_json, _render_report)
 
 

@@ -124,6 +124,9 @@ def _render(report) -> None:
             echo(f"    fix: {blocker.fix}")
         if more:
             echo(more)
+    for masked in report.masked:
+        echo(f"the gradient is zero by value (masked) between {masked.x} and {masked.usable_at}, where it is usable "
+             f"again: {masked.why}", f"    fix: {masked.fix}")
     if report.intended_stops:
         echo("stopped on purpose, not blockers (tf.nn.moments' StopGradient, as batch normalisation means it): "
                    + first_names(report.intended_stops, LISTED))

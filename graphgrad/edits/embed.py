@@ -23,10 +23,13 @@ from ..files.protos import AttrValue, DataType, TensorProto
 from ..gradients.spec import GradientSpec
 from ..names import BYPASS, EMBED_SPEC
 from ..readings.protocol import EditScope
+from .surrogate_graph import SurrogateGraph
 from .templates import NodeTemplate, Recorder
 from .tensors import dtype_attr, dtype_name
 
-REPLACEMENTS = ("identity", "ste", "approx_sign", "swish_sign", "triangle", "zero")
+REPLACEMENTS = ("identity", "ste", "approx_sign", "swish_sign", "triangle", "thermometer", "zero")
+# Replacements whose h(x) has another shape than x: the difference is reshaped to y's.
+RESHAPING = ("thermometer",)
 TRANSFORMS = ("scale", "reverse")
 EMBEDDABLE = REPLACEMENTS + TRANSFORMS
 
@@ -108,7 +111,8 @@ class _Builder:
         self.nodes.append(node)
         return self.recorder.output_ref(node)
 
-    def const(self, value: float) -> str:
+    def const(self, value: float | tuple) -> str:
+        """A Const of the surrogate's dtype: a scalar, or a vector of a tuple's values."""
         try:
             attrs = _const_attrs(self.dtype, value)
         except OverflowError:
@@ -129,24 +133,37 @@ def _type_attrs(dtype: int) -> dict:
 
 
 @lru_cache(maxsize=256)
-def _const_attrs(dtype: int, value: float) -> dict:
-    """A scalar Const's attributes; OverflowError if ``value`` does not fit ``dtype``."""
+def _const_attrs(dtype: int, value: float | tuple) -> dict:
+    """A scalar (or, of a tuple, vector) Const's attributes; OverflowError if a value
+    does not fit ``dtype``."""
     tensor = TensorProto(dtype=dtype)
     tensor.tensor_shape.SetInParent()
+    values = value if isinstance(value, tuple) else (value,)
+    if isinstance(value, tuple):
+        tensor.tensor_shape.dim.add(size=len(values))
     _, field, encode = _FLOATS[dtype]
-    getattr(tensor, field).append(encode(value))
+    getattr(tensor, field).extend(encode(v) for v in values)
     return {"value": AttrValue(tensor=tensor), "dtype": dtype_attr(dtype)}
 
 
+def _last_axis_attrs() -> dict:
+    """An int32 Const -1: ExpandDims's axis."""
+    tensor = TensorProto(dtype=_INT32, int_val=[-1])
+    tensor.tensor_shape.SetInParent()
+    return {"value": AttrValue(tensor=tensor), "dtype": dtype_attr(_INT32)}
+
+
 def build_embedded(scope: EditScope, x_ref: str, y_ref: str, dtype: int | None, spec: GradientSpec, base: str,
-                   device: str = "", bypass: bool = False) -> tuple[str, str]:
+                   device: str = "", bypass: bool = False, graph: SurrogateGraph | None = None
+                   ) -> tuple[str, str]:
     """Add the surrogate for ``spec`` on y = f(x) under a new group ``<base>/graphgrad_embed``;
     returns the name of its output node and the output's ref.
 
     ``bypass``: x is not y's input but the start of a region that ends at y
     (:func:`graphgrad.edits.surgery.bypass_region`); the nodes are named
     ``graphgrad_bypass``, and the term that carries h(x)'s gradient is reshaped
-    to y's shape, so that the forward value keeps y's shape whatever x's is.
+    to y's shape, so that the forward value keeps y's shape whatever x's is;
+    ``graph``: h is the user's surrogate graph on x (a bypass's), not ``spec``'s.
     The surrogate of one spec and dtype is recorded once per scope, and added
     as a template with these names in its slots.
     """
@@ -156,8 +173,8 @@ def build_embedded(scope: EditScope, x_ref: str, y_ref: str, dtype: int | None, 
             f"{dtype_name(dtype)}. To fix this, drop --embed and register the gradient at load time"
         )
     template = scope.template(  # an empty device is no field at all: no slot then
-        ("bypass" if bypass else "embed", spec.canonical, dtype, bool(device)),
-        lambda: _record(spec, dtype, base, bypass, scope.function is not None, bool(device)),
+        ("bypass" if bypass else "embed", graph.label if graph else spec.canonical, dtype, bool(device)),
+        lambda: _record(spec, dtype, base, bypass, scope.function is not None, bool(device), graph),
     )
     group = scope.unique_name(f"{base}/graphgrad_{'bypass' if bypass else 'embed'}")
     values = {GROUP_SLOT: group, X_SLOT: x_ref, Y_SLOT: y_ref}
@@ -165,7 +182,7 @@ def build_embedded(scope: EditScope, x_ref: str, y_ref: str, dtype: int | None, 
 
 
 def _record(spec: GradientSpec, dtype: int, base: str, bypass: bool, in_function: bool,
-            on_device: bool) -> NodeTemplate:
+            on_device: bool, graph: SurrogateGraph | None = None) -> NodeTemplate:
     """The surrogate's nodes over the slots (``base``: the node named in errors)."""
     surrogate = surrogate_for(spec)
     slots = (GROUP_SLOT, X_SLOT, Y_SLOT) + ((DEVICE_SLOT,) if on_device else ())
@@ -173,7 +190,10 @@ def _record(spec: GradientSpec, dtype: int, base: str, bypass: bool, in_function
     stopped_y = builder.node("StopGradient", "stop_y", Y_SLOT)
     replacement = surrogate.replacement
     if replacement is None or replacement.name != "zero":  # zero: stop_y is the output
-        h = Y_SLOT if replacement is None else _surrogate_function(builder, replacement, X_SLOT)
+        if graph is not None:
+            h = _copied(builder, graph, X_SLOT)
+        else:
+            h = Y_SLOT if replacement is None else _surrogate_function(builder, replacement, X_SLOT)
         if surrogate.factor != 1.0:
             h = builder.node("Mul", "scaled", h, builder.const(surrogate.factor))
         stopped_h = builder.node("StopGradient", "stop_h", h)
@@ -184,17 +204,34 @@ def _record(spec: GradientSpec, dtype: int, base: str, bypass: bool, in_function
         # have it too.
         finite = builder.node("IsFinite", "finite", difference)
         zero = builder.node("Select", "zero", finite, difference, builder.node("ZerosLike", "zeros", difference))
-        if bypass:  # 0 everywhere, in y's shape: d/dx reshapes dy back to x's (equal sizes; else a clear error)
+        # 0 everywhere, in y's shape: d/dx reshapes dy back to h's (equal sizes; else a clear error)
+        if bypass or (replacement is not None and replacement.name in RESHAPING):  # (a graph's only in a bypass)
             int32 = {"out_type": dtype_attr(_INT32), "T": dtype_attr(dtype)}
             shape = builder.node("Shape", "shape_y", stopped_y, attrs=int32)
             zero = builder.node("Reshape", "zero_like_y", zero, shape,
                                 attrs={"T": dtype_attr(dtype), "Tshape": dtype_attr(_INT32)})
         builder.node("Sub", "output", stopped_y, zero)
     output_node = builder.nodes[-1]
-    recorder.mark(output_node, EMBED_SPEC, spec.canonical)
+    recorder.mark(output_node, EMBED_SPEC, f"graph {graph.label}" if graph else spec.canonical)
     if bypass:
         recorder.mark(output_node, BYPASS, X_SLOT)
     return recorder.template(output_node, Y_SLOT)
+
+
+def _copied(builder: _Builder, graph: SurrogateGraph, x: str) -> str:
+    """The surrogate graph's nodes under the group (as ``g/<name>``), its placeholder x: h's ref."""
+    refs = {graph.placeholder: x}
+
+    def ref(text: str) -> str:
+        control, name = text.startswith("^"), text.lstrip("^")
+        node, _, index = name.partition(":")
+        mapped = refs[node] if not index or index == "0" else f"{refs[node]}:{index}"
+        return "^" + refs[node] if control else mapped
+
+    for node in graph.nodes:
+        attrs = {key: value for key, value in node.attr.items() if key != "_output_shapes"}
+        refs[node.name] = builder.node(node.op, f"g/{node.name}", *map(ref, node.input), attrs=attrs)
+    return refs[graph.output]
 
 
 def _surrogate_function(builder: _Builder, stage, x: str) -> str:
@@ -202,6 +239,14 @@ def _surrogate_function(builder: _Builder, stage, x: str) -> str:
     args = dict(stage.args)
     if stage.name == "identity":
         return builder.node("Identity", "x", x)
+    if stage.name == "thermometer":  # sigmoid((x - k/levels) / temperature), level k on a new last axis
+        levels, temperature = args["levels"], args["temperature"]
+        axis = builder.node("Const", "last_axis", attrs=_last_axis_attrs())
+        expanded = builder.node("ExpandDims", "by_level", x, axis,
+                                attrs={"T": dtype_attr(builder.dtype), "Tdim": dtype_attr(_INT32)})
+        above = builder.node("Sub", "above", expanded, builder.const(tuple(k / levels for k in range(levels))))
+        return builder.node("Sigmoid", "soft_thermometer", builder.node("Mul", "sharpened", above,
+                                                                        builder.const(1.0 / temperature)))
     if stage.name == "ste":  # d/dx clip(x, -c, c) = 1{|x| <= c}
         return builder.node("ClipByValue", "clip", x, builder.const(-args["clip"]), builder.const(args["clip"]))
     if stage.name in ("triangle", "approx_sign"):  # c - c|c|/2, c = clip(x, -1, 1): d/dx = max(0, 1 - |x|)

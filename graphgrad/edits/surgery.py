@@ -12,7 +12,8 @@ from ..graph.model import Model, override_of
 from ..names import ATTR, BYPASS, EMBED_SPEC, GROUP, SOURCE
 from ..readings import open_reading
 from ..readings.protocol import EditScope
-from .embed import build_embedded, surrogate_for
+from .embed import RESHAPING, build_embedded, surrogate_for
+from .surrogate_graph import SurrogateGraph
 from .tensors import dtype_attr, dtype_name, locate_tensor
 from .rewrite import NodeChange, RewriteOptions, RewriteReport, refuse_misfits
 from .select import op_types_needed, select_nodes
@@ -127,6 +128,7 @@ class BypassOptions:
     source: str
     target: str
     spec: GradientSpec
+    graph: SurrogateGraph | None = None  # the user's own surrogate g, instead of spec's
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,11 @@ class Bypass:
 
 def _bypass_want(source: str, spec: str) -> str:
     return f"bypass from {source} with {spec}"
+
+
+def _surrogate_named(options: BypassOptions) -> str:
+    """What a bypass records as its surrogate: the spec, or the user's graph."""
+    return f"graph {options.graph.label}" if options.graph else options.spec.canonical
 
 
 def bypass_region(model: Model, options: BypassOptions, inplace: bool = False) -> tuple[Model, list]:
@@ -160,6 +167,9 @@ def bypass_region(model: Model, options: BypassOptions, inplace: bool = False) -
 def bypass_in(every_scope: list[EditScope], options: BypassOptions) -> list[Bypass]:
     """:func:`bypass_region` on the scopes of a graph, however it is read."""
     surrogate = surrogate_for(options.spec)
+    if options.graph is not None and options.spec.canonical != "identity":
+        raise SelectionError(f"bypass takes one surrogate: --surrogate {options.spec.canonical} or "
+                             f"--surrogate-graph ({options.graph.label}), not both")
     if surrogate.replacement is None or surrogate.replacement.name == "zero":
         raise SelectionError(
             f"bypass --surrogate {options.spec.canonical}: a bypass needs a replacement applied to --from "
@@ -171,7 +181,7 @@ def bypass_in(every_scope: list[EditScope], options: BypassOptions) -> list[Bypa
         if id(scope) not in targets:
             continue
         target = targets[id(scope)]
-        want = _bypass_want(source, options.spec.canonical)
+        want = _bypass_want(source, _surrogate_named(options))
         described = f"{options.target} (bypassed from {options.source})"
         existing = _already_there(scope, target, want, described)
         if existing is not None:
@@ -184,8 +194,11 @@ def bypass_in(every_scope: list[EditScope], options: BypassOptions) -> list[Bypa
         uses = scope.consumers(target)
         if not uses:
             raise SelectionError(f"nothing consumes {options.target}, so a bypass there would change nothing")
+        if options.graph is not None and scope.function is not None:
+            raise SelectionError(f"{options.target} is in the function {scope.function}: a surrogate graph is "
+                                 "copied into top-level graphs only; bypass in the graph that calls it")
         name, new_ref = build_embedded(scope, source, target, scope.dtype_of(target), options.spec, producer.name,
-                                       producer.device, bypass=True)
+                                       producer.device, bypass=True, graph=options.graph)
         scope.reroute(uses, new_ref)
         scope.commit()
         names = tuple(scope.prefix + c if c else f"{scope.prefix}<output {k}>" for c, k in uses)
@@ -215,13 +228,48 @@ def _check_bypass(scope: EditScope, source: str, target: str, options: BypassOpt
             "of one dtype. To fix this, choose the float tensors around the region (e.g. the input before it "
             "is cast to integers, and the cast back)"
         )
+    if options.graph is not None and options.graph.dtype != source_dtype:
+        raise SelectionError(
+            f"--surrogate-graph {options.graph.label.split(' sha256:')[0]} takes {dtype_name(options.graph.dtype)} "
+            f"and --from {options.source} is {dtype_name(source_dtype)}: build g on the region's input dtype")
     source_shape, target_shape = scope.shape_of(source), scope.shape_of(target)
-    if not _compatible(source_shape, target_shape):
+    mapped = options.graph.shape if options.graph else mapped_shape(options.spec, source_shape)
+    if not _compatible(mapped, target_shape):
+        surrogate = region_surrogate(source_shape, target_shape)
+        advice = (f"--surrogate '{surrogate}' maps one onto the other (a thermometer encoding's)" if surrogate
+                  else "choose tensors of one shape, or a surrogate that maps one onto the other")
+        through = ("the identity" if mapped == source_shape else
+                   f"{_surrogate_named(options)}, which gives {mapped},")
         raise SelectionError(
             f"--from {options.source} has shape {source_shape} and --to {options.target} {target_shape}: "
-            "the identity needs equal shapes. To fix this, choose tensors of one shape, or a surrogate that "
-            "maps one onto the other"
+            f"{through} needs {target_shape}. To fix this, {advice}"
         )
+
+
+def mapped_shape(spec: GradientSpec, shape: list | None) -> list | None:
+    """The shape of h(x) that a bypass's surrogate ``spec`` gives for an x of ``shape``
+    (None: unknown), reshaped to y's: a thermometer's levels side by side per channel."""
+    first = spec.stages[0] if spec.stages else None
+    if shape is None or first is None or first.name not in RESHAPING:
+        return shape
+    levels = dict(first.args)["levels"]
+    return shape[:-1] + [shape[-1] * levels if shape[-1] >= 0 else -1] if shape else None
+
+
+def region_surrogate(source_shape: list | None, target_shape: list | None) -> str | None:
+    """The surrogate spec a bypass from ``source_shape`` to ``target_shape`` takes:
+    the identity where the shapes can be equal, a thermometer where the target has
+    the source's channels times a number of levels, else None (no built-in fits)."""
+    if _compatible(source_shape, target_shape):
+        return "identity"
+    assert source_shape is not None and target_shape is not None  # _compatible: both known
+    if len(source_shape) != len(target_shape) or not source_shape or not _compatible(source_shape[:-1],
+                                                                                      target_shape[:-1]):
+        return None
+    channels, encoded = source_shape[-1], target_shape[-1]
+    if channels > 0 and encoded > channels and encoded % channels == 0:
+        return f"thermometer(levels={encoded // channels})"
+    return None
 
 
 def _compatible(a: list | None, b: list | None) -> bool:

@@ -11,7 +11,7 @@ from ..names import GROUP
 OUTPUT_ARGS = {
     "Identity": "output", "StopGradient": "output", "ClipByValue": "output", "Const": "output",
     "Sub": "z", "AddV2": "z", "Mul": "z", "Abs": "y", "Sigmoid": "y", "IsFinite": "y", "ZerosLike": "y",
-    "Select": "output", "Shape": "output", "Reshape": "output",
+    "Select": "output", "Shape": "output", "Reshape": "output", "ExpandDims": "output",
 }
 
 

@@ -12,9 +12,10 @@ from ..errors import UsageError
 from ..files.reading import read_model
 from ..methods.batching import in_batches, padded
 from ..methods.options import RunOptions, checked_rows
-from ..methods.pgd import MASKED_SHARE, Budget, Outcome, checklist, pgd, usable_rows
+from ..methods.pgd import MASKED_SHARE, Budget, Outcome, checklist, pgd
 from .batches import batching_for, row_shape
-from .blockers import BlockerContext, find_blockers, rescaled, surrogates_in
+from .blockers import BlockerContext, find_blockers, surrogates_in
+from .masking import masked_fix, where_usable_again
 from ..graph.functions import first_names
 from .loading import chosen_tags, given_feeds, loaded_graph_def, refuse_misshapen_feeds, unfed_inputs
 from .run import Deadline, open_run
@@ -125,52 +126,19 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: R
     report.masked_images = float(outcome.masked.mean())
     if report.masked_images > MASKED_SHARE:  # blocked (None) or masked (zero): where the gradient is usable again
         sample = batching.rows if batching.fixed else 8
-        report.masked_at = _where_it_is_usable(run, x, y, loss, path_ops, padded(images[:sample], batching),
-                                               padded(labels[:sample], batching), evaluate, sample)
-        if report.masked_at:
-            report.fix = (f"graphgrad bypass {path} --from {x.name} --to {report.masked_at} -o BPDA.pb, then attack "
-                          "BPDA.pb (BPDA)")
+        points, rows = padded(images[:sample], batching), padded(labels[:sample], batching)
+        def values_of(fetches: list) -> list:
+            return evaluate(fetches, points[:sample], rows[:sample])
+
+        usable = where_usable_again(run.graph, x, y, loss, path_ops, values_of)
+        if usable is not None:
+            report.masked_at, _, fix = masked_fix(path, x, usable, y, path_ops, values_of, "BPDA.pb")
+            report.fix = fix + ", then attack BPDA.pb" + (" (BPDA)" if " bypass " in fix else "")
     if gradient is not None:
         report.checklist = [item.__dict__ for item in checklist(images, labels, budget, outcome, gradient_at,
                                                                  scores_at, y.shape[-1])]
     report.seconds = time.monotonic() - started
     return outcome.adversarial, report
-
-
-def _where_it_is_usable(run: Any, x: Any, y: Any, loss: Any, path_ops: set, images: Any, labels: Any,
-                        evaluate: Any, batch: int) -> str:
-    """Where a masked gradient comes back: the tensor closest to x that every path
-    from x to y goes through (what a bypass from x can end at) whose gradient is
-    usable at the first images; "" where none is."""
-    tf = tensorflow()
-    order = [op for op in run.graph.get_operations() if op in path_ops and op is not y.op]
-    cuts = [op for op in order if op.outputs and op.outputs[0].dtype.is_floating and op.outputs[0].shape.rank
-            and op.outputs[0].shape[0] in (None, x.shape[0]) and not _reaches_around(x.op, y.op, op, path_ops)]
-    if not cuts:
-        return ""
-    with run.graph.as_default(), tf1_control_flow(run.graph):
-        gradients = tf.compat.v1.gradients(loss, [op.outputs[0] for op in cuts])
-    sample = slice(0, batch)
-    fetched = [g for g in gradients if g is not None]
-    values = iter(evaluate(fetched, images[sample], labels[sample]) if fetched else [])
-    for op, g in zip(cuts, gradients):
-        if g is not None and usable_rows(next(values)).mean() > MASKED_SHARE:
-            return rescaled(op.outputs[0], y, path_ops).name  # on through a rescale by constants: the region's end
-    return ""
-
-
-def _reaches_around(start: Any, end: Any, avoided: Any, path_ops: set) -> bool:
-    """Whether ``end`` is reached from ``start`` along ``path_ops`` without ``avoided``."""
-    seen, stack = {start}, [start]
-    while stack:
-        op = stack.pop()
-        for consumer in (c for t in op.outputs for c in t.consumers()):
-            if consumer is end:
-                return True
-            if consumer in path_ops and consumer is not avoided and consumer not in seen:
-                seen.add(consumer)
-                stack.append(consumer)
-    return False
 
 
 def _refuse_misfit(images: Any, labels: Any, x: Any, y: Any, y_name: str) -> None:

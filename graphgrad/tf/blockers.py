@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..edits.embed import surrogate_for
-from ..names import EMBED_SPEC, GROUP, SOURCE
+from ..names import BYPASS, EMBED_SPEC, GROUP, SOURCE
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
 from ..graph.functions import function_calls
@@ -28,6 +28,7 @@ from .runtime import (
     tensorflow,
 )
 
+from ..edits.surgery import region_surrogate
 from .paths import between, differentiable, floating, override_on
 from .loading import tf_message
 
@@ -113,12 +114,26 @@ def _bypass_fix(path: str, xs, y, edge, any_path) -> str:
         seen.add(op)
         for output in op.outputs:
             if floating(output.dtype) and (output is y or y.op in between([output], y, only_differentiable=True)):
-                output = rescaled(output, y)
-                return (f"carry the gradient across the region as the identity (BPDA): graphgrad bypass "
-                        f"{shlex.quote(path)} --from {source.name} --to {output.name} -o OUT")
+                return _across(path, source, rescaled(output, y))
         queue += [c for t in op.outputs for c in t.consumers() if c in any_path]
     return ("no rewrite carries a gradient through this edge; keep the path in floats "
             "(e.g. Round instead of Cast to int, with --op Round=ste)")
+
+
+def _across(path: str, source: Any, end: Any) -> str:
+    """The bypass from ``source`` to ``end`` with the surrogate their shapes call for."""
+    shapes = [None if t.shape.rank is None else [-1 if d is None else d for d in t.shape.as_list()]
+              for t in (source, end)]
+    surrogate = region_surrogate(*shapes)
+    command = f"graphgrad bypass {shlex.quote(path)} --from {source.name} --to {end.name}"
+    if surrogate == "identity":
+        return f"carry the gradient across the region as the identity (BPDA): {command} -o OUT"
+    if surrogate:
+        return (f"the region maps {shapes[0]} to {shapes[1]}, a thermometer encoding's shapes: carry the gradient "
+                f"across it through a soft one (BPDA): {command} --surrogate '{surrogate}' -o OUT")
+    return (f"the region maps {shapes[0]} to {shapes[1]}, which no built-in surrogate does: carry the gradient "
+            f"across it through your own differentiable approximation (BPDA): {command} --surrogate-graph G.pb "
+            "-o OUT")
 
 
 # Elementwise ops that a defence ends with to bring its values back to the input's
@@ -277,7 +292,7 @@ def surrogates_in(graph: Any) -> dict:
             spec = attrs[EMBED_SPEC].s.decode()
             # a replacement (ste, identity, ...) differentiates h(x) of the node's input
             # instead of the node; a transform alone scales the node's own gradient
-            bypasses = surrogate_for(parse_spec(spec)).replacement is not None
+            bypasses = BYPASS in attrs or surrogate_for(parse_spec(spec)).replacement is not None
             surrogates[op.name] = _Surrogate(attrs[SOURCE].s.decode().split(":")[0], spec, attrs[GROUP].s, bypasses)
     return surrogates
 

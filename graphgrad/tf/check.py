@@ -45,6 +45,7 @@ from .loading import (
     tensorflow_says,
 )
 from .paths import ancestors, between, floating
+from .masking import masked_fix, where_usable_again
 from .randomness import random_ops
 from .run import Deadline, RunStopped, open_run, run_session
 from .targets import SummedSoftmax, summed_softmax, tensor_entry
@@ -60,6 +61,17 @@ class Gradient:
     norm: float | None = None
     error: str | None = None
     why: str | None = None  # why a gradient that ran is not usable (an empty y)
+
+
+@dataclass(frozen=True)
+class Masked:
+    """dy/dx is zero by value with no blocker to name (a JPEG coding, ``x - FloorMod(x,
+    c)``): the tensor where the gradient is usable again, and the bypass to it."""
+
+    x: str
+    usable_at: str
+    why: str
+    fix: str
 
 
 @dataclass
@@ -83,6 +95,7 @@ class CheckReport:
     guessed_shapes: dict = field(default_factory=dict)  # placeholder -> the shape chosen for its unknown dimensions
     summed_softmax: SummedSoftmax | None = None  # y is a softmax, differentiated whole
     notes: list = field(default_factory=list)  # patterns that make an override do what was not meant
+    masked: list = field(default_factory=list)  # Masked: a zero gradient with no blocker, and where it comes back
 
     @property
     def ok(self) -> bool:
@@ -141,6 +154,8 @@ def check_model(path: str, run_options: RunOptions = RunOptions(), options: Chec
         report.blockers = _clips_that_cover(find_blockers(x_tensors, y_tensor, float_path, surrogates, context),
                                             run, feed)
         report.intended_stops, report.shape_only = context.intended_stops, context.shape_only
+        if not report.blockers:
+            report.masked = _masked(run, report.gradients, x_tensors, differentiated, feed, path)
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
         report.idle_overrides = idle_overrides(loaded, float_path)
@@ -181,6 +196,23 @@ def _clips_that_cover(blockers: list, run: Any, feed: dict) -> list:
     covering = {b.node: math.ceil(float(np.max(np.abs(v)))) for b, v in zip(signs, values) if np.size(v)}
     return [replace(b, fix=b.fix.replace("=ste'", f"=ste(clip={covering[b.node]})'"))
             if covering.get(b.node, 0) > 1 else b for b in blockers]
+
+
+def _masked(run: Any, gradients: list, x_tensors: list, y: Any, feed: dict, path: str) -> list:
+    """Where each x's zero gradient comes back, when no op on the path is a blocker."""
+    found = []
+    for gradient, x in zip(gradients, x_tensors):
+        if gradient.status != "zero" or gradient.why:
+            continue
+        path_ops = between([x], y, only_differentiable=True)
+
+        def values_of(fetches: list) -> list:
+            return run.evaluate(fetches, feed)
+
+        usable = where_usable_again(run.graph, x, y, y, path_ops, values_of)
+        if usable is not None:
+            found.append(Masked(gradient.x, *masked_fix(path, x, usable, y, path_ops, values_of, "OUT")))
+    return found
 
 
 def _random_notes(drawn: list) -> list[str]:

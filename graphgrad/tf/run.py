@@ -22,7 +22,8 @@ from ..files.reading import read_model
 from ..graph.functions import call_cycle, function_bodies, functions_also_run
 from ..graph.model import SAVEDMODEL, Model
 from ..methods.options import RunOptions
-from ..names import BYPASS, SOURCE
+from ..edits.surgery import region_surrogate
+from ..names import BYPASS, EMBED_SPEC, SOURCE
 from .effects import refused_phrase, unsafe_ops_in
 from .loading import (
     CheckUsageError,
@@ -145,10 +146,10 @@ def open_run(source: "str | Model", options: RunOptions, command: str = "check",
 
 
 def _refuse_misshapen_bypasses(run: Run) -> None:
-    """A bypass whose two ends differ in shape, as TensorFlow infers them once the
-    graph is built (a file may not say): the identity cannot carry one's gradient to
-    the other (a thermometer encoding's [n, h, w, 16] back to [n, h, w, 1]), and every
-    run would fail on a reshape; refused before anything runs."""
+    """A bypass whose surrogate gives another shape than its end, as TensorFlow infers
+    them once the graph is built (a file may not say): the identity cannot carry a
+    thermometer encoding's [n, h, w, 16] back to [n, h, w, 1], and every run would
+    fail on a reshape; refused before anything runs, with the surrogate that fits."""
     for op in run.graph.get_operations():
         if BYPASS not in op.node_def.attr:
             continue
@@ -157,15 +158,26 @@ def _refuse_misshapen_bypasses(run: Run) -> None:
             start = tensor_named(run.graph, source)
         except CheckUsageError:
             continue  # a bypass inside a function body: its ends are not in the graph
-        end = op.outputs[0]
-        sizes = _row_size(start.shape), _row_size(end.shape)  # equal sizes reshape into one another
-        if None not in sizes and sizes[0] != sizes[1]:
-            raise GraphgradError(
-                f"{run.model.path}: the bypass {op.name} carries the gradient from a tensor of shape "
-                f"{end.shape.as_list() if end.shape.rank is not None else 'unknown'} back to {source}, of shape "
-                f"{start.shape.as_list() if start.shape.rank is not None else 'unknown'}: the identity needs one shape "
-                "at both ends; bypass between tensors of one shape (the part of the defence that keeps it), or "
-                "reset this bypass (graphgrad reset) and choose other ends")
+        group, end = op.name.rpartition("/")[0], op.outputs[0]
+        surrogate = run.graph.get_operation_by_name(f"{group}/stop_h").inputs[0]
+        sizes = _row_size(surrogate.shape), _row_size(end.shape)  # equal sizes reshape into one another
+        if None in sizes or sizes[0] == sizes[1]:
+            continue
+        spec = op.node_def.attr[EMBED_SPEC].s.decode("utf-8", "replace")
+        fits = region_surrogate(_listed(start.shape), _listed(end.shape))
+        advice = (f"reset this bypass (graphgrad reset) and bypass again with --surrogate '{fits}'" if fits else
+                  "bypass between tensors of one shape (the part of the defence that keeps it), or reset this "
+                  "bypass (graphgrad reset) and choose other ends")
+        raise GraphgradError(
+            f"{run.model.path}: the bypass {op.name} carries the gradient from a tensor of shape "
+            f"{_listed(end.shape) or 'unknown'} back to {source}, of shape {_listed(start.shape) or 'unknown'}, "
+            f"through {spec}, which gives shape {_listed(surrogate.shape) or 'unknown'}: its surrogate must give "
+            f"the shape of the bypass's end; {advice}")
+
+
+def _listed(shape: Any) -> list | None:
+    """A static shape as the file-side shape checks write it (-1: unknown), or None."""
+    return None if shape.rank is None else [-1 if d is None else d for d in shape.as_list()]
 
 
 def _refuse_from_the_file(model: Model, options: RunOptions) -> tuple[list | None, str | None]:
