@@ -316,15 +316,19 @@ def unfreeze_constants(work, limit: float = 900):
             print(f"  {count:>7} constants  {label:<20} {shown}")
 
 
-BPDA_ROWS = [  # (label, model, y, bypass to, EOT runs)
-    ("undefended", "digits_cnn.pb", "logits", None, 1),
-    ("bit depth, no bypass", "digits_bit_depth.pb", "classifier/logits", None, 1),
-    ("bit depth, BPDA", "digits_bit_depth.pb", "classifier/logits", "defence/squeezed:0", 1),
-    ("JPEG-like, no bypass", "digits_jpeg.pb", "classifier/logits", None, 1),
-    ("JPEG-like, BPDA", "digits_jpeg.pb", "classifier/logits", "defence/decoded:0", 1),
-    ("random resize, no EOT", "digits_resize_pad.pb", "classifier/logits", None, 1),
-    ("random resize, EOT 10", "digits_resize_pad.pb", "classifier/logits", None, 10),
+BPDA_ROWS = [  # (label, model, y, bypass to, its surrogate, EOT runs)
+    ("undefended", "digits_cnn.pb", "logits", None, "", 1),
+    ("bit depth, no bypass", "digits_bit_depth.pb", "classifier/logits", None, "", 1),
+    ("bit depth, BPDA", "digits_bit_depth.pb", "classifier/logits", "defence/squeezed:0", "identity", 1),
+    ("JPEG-like, no bypass", "digits_jpeg.pb", "classifier/logits", None, "", 1),
+    ("JPEG-like, BPDA", "digits_jpeg.pb", "classifier/logits", "defence/decoded:0", "identity", 1),
+    ("thermometer, no bypass", "digits_thermometer.pb", "classifier/logits", None, "", 1),
+    ("thermometer, BPDA", "digits_thermometer.pb", "classifier/logits", "defence/encoded:0",
+     "thermometer(levels=16)", 1),
+    ("random resize, no EOT", "digits_resize_pad.pb", "classifier/logits", None, "", 1),
+    ("random resize, EOT 10", "digits_resize_pad.pb", "classifier/logits", None, "", 10),
 ]
+THERMOMETER_LEVELS = "16"
 EPSILONS = ("0.05", "0.1", "0.2", "0.3")
 ART_SEEDS = 5
 
@@ -353,12 +357,13 @@ def bpda(repeat, work):
           f"returns it, and ART 1.20.1's in brackets, each the mean over {ART_SEEDS} random starts)")
     print(f"  {'model':<24} {'clean':>6} " + " ".join(f"{'eps ' + eps:>21}" for eps in EPSILONS))
     gaps, timed = [], None
-    for label, name, y, bypass_to, eot in BPDA_ROWS:
+    for label, name, y, bypass_to, surrogate, eot in BPDA_ROWS:
         model = os.path.join(fixtures, name)
         if bypass_to:
             model = os.path.join(work, f"bpda_{name}")
             subprocess.run(GRAPHGRAD + ["bypass", os.path.join(fixtures, name), "--from", "x:0", "--to", bypass_to,
-                                        "-o", model], check=True, stdout=subprocess.DEVNULL, env=ENV)
+                                        "--surrogate", surrogate, "-o", model], check=True, stdout=subprocess.DEVNULL,
+                           env=ENV)
         cells, clean = [], 0.0
         for eps in EPSILONS:
             judged = ["--eval-runs", "10"] if "random" in label else []  # the random one judged alike, EOT or not
@@ -373,7 +378,11 @@ def bpda(repeat, work):
                            for seed in range(ART_SEEDS)) / ART_SEEDS
                 theirs = [PYTHON, os.path.join(HERE, "art_route.py"), model, "x:0", f"{y}:0", images, labels, eps, "40",
                           art]
-                peer = json.loads(subprocess.run(theirs + [str(ART_SEEDS)], check=True, capture_output=True,
+                seeds = [str(ART_SEEDS)]
+                if surrogate.startswith("thermometer"):  # ART's own encoding and gradient estimate in front
+                    theirs[2:4] = [os.path.join(fixtures, name), bypass_to]
+                    seeds.append(THERMOMETER_LEVELS)
+                peer = json.loads(subprocess.run(theirs + seeds, check=True, capture_output=True,
                                                  text=True, env=ENV).stdout.splitlines()[-1])
                 cell += f" ({last:.1%}) [{peer['attacked_accuracy']:.1%}]"
                 gaps.append(abs(peer["attacked_accuracy"] - last))

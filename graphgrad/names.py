@@ -35,6 +35,9 @@ GROUP = "_graphgrad_group"
 SOURCE = "_graphgrad_source"
 EMBED_SPEC = "_graphgrad_embed"
 BYPASS = "_graphgrad_bypass"
+# DeepLIFT's baseline twin: a graph whose batch is fixed runs the baselines through a
+# renamed copy of itself (graphgrad.edits.twin), whose ops the rules read as references.
+TWIN_PREFIX = "graphgrad_baseline/"
 # What larq's binarized nets compute as Sign(x) + c, which a rewrite of Sign warns about.
 SIGN = "Sign"
 ADDS = ("Add", "AddV2")

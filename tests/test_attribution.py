@@ -377,8 +377,69 @@ def test_a_fixed_batch_runs_in_batches_it_takes(tmp_path, fixed_by, method):
         assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-5, abs=1e-6)
 
 
-def test_deeplift_on_an_odd_fixed_batch_is_refused_naming_it(tmp_path):
-    path = graph_file(tmp_path, fixed_batch_graph(3, "reshape"))
+@pytest.mark.parametrize("fixed_by", ["x", "reshape"])
+def test_deeplift_on_an_odd_fixed_batch_runs_its_baselines_through_a_twin(tmp_path, fixed_by):
+    """A graph that takes exactly 3 rows: DeepLIFT cannot run them beside their
+    baselines in one batch, so the baselines run through a renamed copy of the graph
+    whose ops the rules read as references; the maps are the free graph's."""
+    rows = RNG.normal(size=(5, 4)).astype(np.float32)
+    fixed, free = (graph_file(tmp_path, fixed_batch_graph(3, by), name) for by, name in
+                   [(fixed_by, "fixed.pb"), (None, "free.pb")])
+    maps = []
+    for model in (fixed, free):
+        out = tmp_path / f"{model.stem}.npy"
+        report = json.loads(run_cli("attribute", model, "--method", "deeplift", "--input", _saved(tmp_path, rows),
+                                    "--target", "0", "-o", out, "--json").stdout)
+        maps.append(np.load(out))
+    assert report["batch"] is None
+    np.testing.assert_allclose(maps[0], maps[1], rtol=1e-5, atol=1e-7)
+
+
+def _batch_one_cnn(rows):
+    """conv, relu, x * sigmoid(x) (a product of two factors that change), max pooling,
+    a Reshape that fixes the batch, softmax: every DeepLIFT rule, for ``rows`` (None: free)."""
+    kernel, weights = RNG.normal(size=[3, 3, 1, 4]).astype(np.float32), RNG.normal(size=[64, 5]).astype(np.float32)
+
+    def build():
+        x = v1.placeholder(tf.float32, [rows, 8, 8, 1], name="x")
+        hidden = tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME"))
+        pooled = tf.nn.max_pool2d(hidden * tf.sigmoid(hidden), 2, 2, "VALID")
+        tf.nn.softmax(tf.matmul(tf.reshape(pooled, [rows or -1, 64]), weights), name="y")
+    return build
+
+
+@pytest.mark.parametrize("method, baseline", [("deeplift", (8, 8, 1)), ("deepshap", (4, 8, 8, 1))])
+def test_deeplift_and_deepshap_on_a_graph_of_batch_one_equal_the_free_graphs(tmp_path, method, baseline):
+    state = RNG.bit_generator.state
+    fixed = graph_file(tmp_path, _batch_one_cnn(1), "one.pb")
+    RNG.bit_generator.state = state  # the same weights
+    free = graph_file(tmp_path, _batch_one_cnn(None), "free.pb")
+    rows = _saved(tmp_path, RNG.uniform(0, 1, (3, 8, 8, 1)).astype(np.float32))
+    base = _saved_as(tmp_path / "base.npy", RNG.uniform(0, 1, baseline).astype(np.float32))
+    maps, reports = [], []
+    for model in (fixed, free):
+        out = tmp_path / f"{model.stem}.npy"
+        reports.append(json.loads(run_cli("attribute", model, "--method", method, "--input", rows, "--baseline",
+                                          base, "--target", "2", "-o", out, "--json").stdout))
+        maps.append(np.load(out))
+    np.testing.assert_allclose(maps[0], maps[1], rtol=1e-5, atol=1e-8)
+    assert reports[0]["batch"] == 1 and reports[1]["batch"] is None
+    for check in reports[0]["completeness"] if method == "deeplift" else []:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=1e-4, abs=1e-8)
+
+
+def test_deeplift_on_an_odd_fixed_batch_with_functions_is_refused_naming_it(tmp_path):
+    """Rules inside a function's body split its batch in halves: no twin there."""
+    def build():
+        x = v1.placeholder(tf.float32, [None, 4], name="x")
+
+        @tf.function
+        def layer(inputs):
+            return tf.tanh(tf.matmul(inputs, WEIGHTS))
+
+        tf.identity(layer(tf.reshape(x, [3, 4])), name="y")
+
+    path = graph_file(tmp_path, build)
     result = run_cli("attribute", path, "--method", "deeplift", "--input",
                      _saved(tmp_path, RNG.normal(size=(3, 4)).astype(np.float32)), "--target", "0",
                      "-o", tmp_path / "o.npy", "--json", expect=1)

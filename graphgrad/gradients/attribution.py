@@ -7,6 +7,7 @@ a method is these rules on the nonlinear ops, then the gradient times the input
 from typing import Any
 
 from ..errors import SpecError
+from ..names import TWIN_PREFIX
 from .common import ancestors, first_input_only, own_gradient
 from .masking import RELU_FAMILY
 from .registry import REPLACEMENT, Param, builtin, check_positive
@@ -76,15 +77,50 @@ def deeplift(tf, op, grads):
         return _deeplift_product(tf, op, grads)
     if op.type in SOFTMAXES:
         return _deeplift_softmax(tf, op, grads)
-    x, y = op.inputs[0], op.outputs[0]
-    x_in, x_ref = tf.split(x, 2)
-    y_in, y_ref = tf.split(y, 2)
+    pairs = _Pairs(tf, op)
+    x_in, x_ref = pairs.of(op.inputs[0], 0)
+    y_in, y_ref = pairs.of(op.outputs[0], 0, output=True)
     delta = x_in - x_ref
-    both_halves = tf.concat([[2], tf.ones_like(tf.shape(x)[1:])], 0)  # the multiplier serves both halves
-    tiled_delta = tf.tile(delta, both_halves)
-    rescale = tf.tile((y_in - y_ref) / tf.where(tf.abs(delta) < 1e-6, tf.ones_like(delta), delta), both_halves)
+    every_delta = pairs.for_all(delta)  # the multiplier serves both halves
+    rescale = pairs.for_all((y_in - y_ref) / tf.where(tf.abs(delta) < 1e-6, tf.ones_like(delta), delta))
     own = own_gradient(op, grads)[0]
-    return first_input_only(op, tf.where(tf.abs(tiled_delta) < 1e-6, own, grads[0] * rescale))
+    return first_input_only(op, tf.where(tf.abs(every_delta) < 1e-6, own, grads[0] * rescale))
+
+
+class _Pairs:
+    """An op's values at the input and at the baseline, which DeepLIFT's rules compare:
+    the two halves of one batch (the inputs, then their baselines: SHAP's convention),
+    or, where the graph runs its baselines through a twin of itself (a batch fixed by
+    the graph, :mod:`graphgrad.edits.twin`), the op's own and its twin's."""
+
+    def __init__(self, tf: Any, op: Any):
+        self.tf, self.op = tf, op
+        try:
+            self.twin = op.graph.get_operation_by_name(TWIN_PREFIX + op.name)
+        except (KeyError, ValueError):
+            self.twin = None
+
+    def of(self, tensor: Any, index: int, output: bool = False) -> tuple:
+        """(at the input, at the baseline) of the op's input (or output) ``index``, which is ``tensor``."""
+        if self.twin is None:
+            return tuple(self.tf.split(tensor, 2))
+        return tensor, (self.twin.outputs if output else self.twin.inputs)[index]
+
+    def for_all(self, multiplier: Any) -> Any:
+        """A multiplier of the input's rows, for every row the op's gradient covers."""
+        if self.twin is not None:
+            return multiplier
+        return self.tf.tile(multiplier, self.tf.concat([[2], self.tf.ones_like(self.tf.shape(multiplier)[1:])], 0))
+
+    def upstream(self, grad: Any) -> Any:
+        """The multipliers reaching the op's output, of the input's rows (both halves carry the same)."""
+        return grad if self.twin is not None else self.tf.split(grad, 2)[0]
+
+    def has_rows(self, tensor: Any, like: Any) -> bool:
+        """Whether a factor varies with the rows (else a constant, whose own value is its mean)."""
+        if self.twin is not None:
+            return True
+        return not (tensor.shape.rank != like.shape.rank or tensor.shape.rank == 0 or tensor.shape[0] == 1)
 
 
 def _deeplift_product(tf, op, grads):
@@ -94,19 +130,20 @@ def _deeplift_product(tf, op, grads):
     (b itself where b holds no rows, a constant: the op's own gradient then)."""
     a, b = op.inputs
     z = op.outputs[0]
+    pairs = _Pairs(tf, op)
 
-    def centred(t):
-        if t.shape.rank != z.shape.rank or t.shape.rank == 0 or t.shape[0] == 1:
+    def centred(t, index):
+        if not pairs.has_rows(t, z):
             return t
-        at_input, at_baseline = tf.split(t, 2)
+        at_input, at_baseline = pairs.of(t, index)
         mean = (at_input + at_baseline) * tf.cast(0.5, t.dtype)
-        return tf.concat([mean, mean], 0)
+        return mean if pairs.twin is not None else tf.concat([mean, mean], 0)
 
     def summed_to(gradient, t):  # over the dimensions the product broadcast t along
         reduce, _ = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(t), s1=tf.shape(z))
         return tf.reshape(tf.reduce_sum(gradient, reduce), tf.shape(t))
 
-    return [summed_to(grads[0] * centred(b), a), summed_to(grads[0] * centred(a), b)]
+    return [summed_to(grads[0] * centred(b, 1), a), summed_to(grads[0] * centred(a, 0), b)]
 
 
 def _deeplift_softmax(tf, op, grads):
@@ -121,11 +158,12 @@ def _deeplift_softmax(tf, op, grads):
     multipliers of c then carry over to x by c's change over x's (where x's change is
     below 1e-12, c's multiplier, as SHAP does). Computed in float64."""
     x = op.inputs[0]
-    x_in, x_ref = tf.split(tf.cast(x, tf.float64), 2)
+    pairs = _Pairs(tf, op)
+    x_in, x_ref = (tf.cast(t, tf.float64) for t in pairs.of(x, 0))
     c_in, c_ref = x_in - tf.reduce_max(x_in, -1, keepdims=True), x_ref - tf.reduce_max(x_ref, -1, keepdims=True)
     exp_in, exp_ref = tf.exp(c_in), tf.exp(c_ref)
     sum_in, sum_ref = tf.reduce_sum(exp_in, -1, keepdims=True), tf.reduce_sum(exp_ref, -1, keepdims=True)
-    dy = tf.split(tf.cast(grads[0], tf.float64), 2)[0]  # both halves carry the same multipliers
+    dy = pairs.upstream(tf.cast(grads[0], tf.float64))
     exp_rescale = _rescale(tf, exp_in - exp_ref, c_in - c_ref, exp_in)
     if op.type == "Softmax":
         to_exp = dy * (1 / sum_in + 1 / sum_ref) / 2
@@ -135,7 +173,7 @@ def _deeplift_softmax(tf, op, grads):
         log_rescale = _rescale(tf, tf.math.log(sum_in) - tf.math.log(sum_ref), sum_in - sum_ref, 1 / sum_in)
         of_c = dy - tf.reduce_sum(dy, -1, keepdims=True) * log_rescale * exp_rescale
     multiplier = _rescale(tf, of_c * (c_in - c_ref), x_in - x_ref, of_c)
-    return first_input_only(op, tf.cast(tf.concat([multiplier, multiplier], 0), x.dtype))
+    return first_input_only(op, tf.cast(pairs.for_all(multiplier), x.dtype))
 
 
 def _rescale(tf, change_out, change_in, where_unchanged):
@@ -150,17 +188,21 @@ def _deeplift_max_pool(tf, op, grads):
     change of each window's max from the baseline to the input, split between the
     input's and the baseline's arg max by the pool's own gradient, over the change
     of each entry; zero where an entry does not change. Both halves of the batch get it."""
-    x, y = op.inputs[0], op.outputs[0]
-    x_in, x_ref = tf.split(x, 2)
-    y_in, y_ref = tf.split(y, 2)
+    pairs = _Pairs(tf, op)
+    x_in, x_ref = pairs.of(op.inputs[0], 0)
+    y_in, y_ref = pairs.of(op.outputs[0], 0, output=True)
     delta = x_in - x_ref
     cross_max = tf.maximum(y_in, y_ref)
-    differences = tf.concat([cross_max - y_ref, y_in - cross_max], 0)
-    at_input_max, at_reference_max = tf.split(own_gradient(op, [grads[0] * differences])[0], 2)
+    if pairs.twin is None:
+        at_input_max, at_reference_max = tf.split(own_gradient(op, [grads[0] * tf.concat(
+            [cross_max - y_ref, y_in - cross_max], 0)])[0], 2)
+    else:  # each max's change routed to its own arg max, the baseline's through the twin
+        dy = pairs.upstream(grads[0])
+        at_input_max = own_gradient(op, [dy * (cross_max - y_ref)])[0]
+        at_reference_max = own_gradient(pairs.twin, [dy * (y_in - cross_max)])[0]
     safe = tf.where(tf.abs(delta) < 1e-7, tf.ones_like(delta), delta)
     multiplier = tf.where(tf.abs(delta) < 1e-7, tf.zeros_like(delta), (at_input_max + at_reference_max) / safe)
-    both_halves = tf.concat([[2], tf.ones_like(tf.shape(x)[1:])], 0)
-    return first_input_only(op, tf.tile(multiplier, both_halves))
+    return first_input_only(op, pairs.for_all(multiplier))
 
 
 @builtin(

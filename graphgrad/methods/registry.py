@@ -121,7 +121,8 @@ def _occlusion_stride(values: dict) -> dict:
 
 GUIDED = lambda values: ((RELU_FAMILY, "guided_relu"),)  # noqa: E731
 DEEPLIFT = lambda values: ((DEEPLIFT_OPS, "deeplift"),)  # noqa: E731
-BATCHED_WITH_BASELINE = "an x without a batch axis, and an odd fixed batch (each row runs beside its baseline)"
+BATCHED_WITH_BASELINE = ("an x without a batch axis, and an odd fixed batch in a graph with function calls (each row "
+                         "runs beside its baseline)")
 LRP_KEPT = ("Relu",) + MAX_POOLS
 
 ENTRIES = (

@@ -11,17 +11,19 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..edits.apply import rewrite_model
 from ..edits.rewrite import RewriteOptions
 from ..edits.select import OP, Rule
+from ..edits.twin import with_a_twin
 from ..errors import GraphgradError, UsageError
 from ..files.reading import read_model
 from ..graph.functions import first_names
-from ..graph.model import Model
+from ..graph.model import GRAPHDEF, Model
 from ..gradients.spec import parse_spec
+from ..names import TWIN_PREFIX
 from ..methods import algorithms
 from ..methods.batching import Batching, in_batches
 from ..methods.options import (
@@ -31,6 +33,7 @@ from ..methods.options import (
     Noise,
     Refinement,
     RowCheck,
+    RunOptions,
     as_noise,
     checked_rows,
     positive_seconds,
@@ -97,9 +100,11 @@ class Explainer:
         _refuse_options_the_kind_does_not_take(method, options, names)
         rules = tuple(Rule(OP, op_type, parse_spec(spec)) for op_types, spec in method.rules for op_type in op_types)
         patched, _ = rewrite_model(self.model, RewriteOptions(rules=rules, force=True, allow_missing=True))
+        self.twin_x: Any = None  # DeepLIFT's baselines' x, where they run through a twin of the graph
         self._open(patched)
         if method.entry in BESIDE_BASELINE:
             self._free_a_declared_batch(patched)
+            self._twin_for_a_fixed_batch(patched)
         run = self.run
         # guided Grad-CAM: Grad-CAM's map from the graph's own gradients, in an explainer of its own (noise, if
         # any, smooths the guided gradient alone)
@@ -113,9 +118,9 @@ class Explainer:
         self._batchings: dict = {}  # bytes of a row -> its Batching
         self._building = threading.Lock()  # graph changes (a target's ops), one thread at a time
 
-    def _open(self, patched: Model) -> None:
+    def _open(self, patched: Model, run_options: RunOptions | None = None) -> None:
         options, names = self.options, self.names
-        self.run = run = open_run(patched, options.run, "attribute", fed_are_not_x=True)
+        self.run = run = open_run(patched, run_options or options.run, "attribute", fed_are_not_x=True)
         if len(run.x_tensors) != 1:
             raise UsageError(f"attribute differentiates with respect to one x; name it with {names.x} (found "
                              f"{', '.join(run.xs)})")
@@ -146,6 +151,28 @@ class Explainer:
                 self.feed = given_feeds(declared.graph, self.options.feeds)
             return
         declared.close()
+
+    def _twin_for_a_fixed_batch(self, patched: Model) -> None:
+        """For the methods that run each row beside its baseline: a frozen graph whose
+        batch stays fixed to an odd number of rows (after :meth:`_free_a_declared_batch`)
+        is loaded again beside a twin of itself that runs the baselines
+        (:mod:`graphgrad.edits.twin`), where the rules find each op's reference; a graph
+        with functions keeps the refusal (rules inside a body split its batch)."""
+        run, x = self.run, self.x
+        batching = batching_for(x, ops_between([x], run.y_tensor), 1)
+        if not batching.fixed or batching.rows % 2 == 0 or patched.kind != GRAPHDEF or patched.message.library.function:
+            return
+        names = replace(self.options.run, xs=tuple(run.xs), y=run.y)  # the twin's are other tensors of the graph
+        self._open(with_a_twin(patched), names)
+        run.close()
+        graph = self.run.graph
+        self.twin_x = graph.get_tensor_by_name(TWIN_PREFIX + self.x.name)
+        self.feed.update({graph.get_tensor_by_name(TWIN_PREFIX + tensor.name): value
+                          for tensor, value in list(self.feed.items())})
+
+    def _beside(self, batching: Batching) -> Batching:
+        """The batching of rows with their baselines: twice the graph's where a twin runs the baselines."""
+        return batching if self.twin_x is None else Batching(2 * batching.rows, True, batching.why)
 
     def close(self) -> None:
         """Release the session (and guided Grad-CAM's); the explainer answers no call after."""
@@ -336,7 +363,7 @@ class Explainer:
             if beside:
                 raise GraphgradError(f"{self.path}: deeplift runs each example beside its baseline in one batch, and "
                                      f"{self.one_example}; use integrated_gradients")
-        if beside and batching.fixed and batching.rows % 2:
+        if beside and batching.fixed and batching.rows % 2 and self.twin_x is None:
             name = self.options.method.entry
             raise GraphgradError(
                 f"{self.path}: {name} runs each row beside its baseline in one batch, and the graph takes batches "
@@ -369,8 +396,9 @@ class Explainer:
             return self._refined(inputs, base, batching, runs, report)
         if background is not None:
             sampling = dict(method.values)
+            paired = self._beside(batching) if method.entry == "deepshap" else batching
             return algorithms.over_background(method.entry == "deepshap", sampling.get("samples", 0),
-                                              sampling.get("seed", 0), inputs, background, batching, runs.gradient_at)
+                                              sampling.get("seed", 0), inputs, background, paired, runs.gradient_at)
         if method.kind == PERTURBATION:
             return algorithms.occluded(inputs, method.value("window"), method.value("stride"), method.value("value"),
                                        batching, runs.output_at)
@@ -392,7 +420,8 @@ class Explainer:
             return lambda rows, bases, origin: algorithms.midpoint_integral(
                 rows, bases, method.value("steps"), batching, runs.gradient_at, origin)
         if method.kind == REFERENCE_BASED:  # deeplift: the other two are over a background set
-            return lambda rows, bases, origin: algorithms.deeplift(rows, bases, batching, runs.gradient_at, origin)
+            paired = self._beside(batching)
+            return lambda rows, bases, origin: algorithms.deeplift(rows, bases, paired, runs.gradient_at, origin)
         times_input = method.times_input and method.kind == GRADIENT_RULE
         return lambda rows, bases, origin: algorithms.gradient_rule(rows, batching, runs.gradient_at, origin,
                                                                     times_input)
@@ -447,14 +476,18 @@ class Runs:
         return Deadline(self.deadline, f"{self.explainer.path}: the runs took over {self.timeout:g} s and were "
                                        "stopped; give them longer with --timeout SECONDS")
 
-    def evaluate(self, fetch: Any, value: Any, origins: Any = None) -> Any:
+    def evaluate(self, fetch: Any, value: Any, origins: Any = None, more: dict | None = None) -> Any:
         explainer = self.explainer
-        fed = {**explainer.feed, explainer.x: value[0] if explainer.one_example else value}
+        fed = {**explainer.feed, explainer.x: value[0] if explainer.one_example else value, **(more or {})}
         if self.targets is not None and origins is not None:
             fed[self.row_targets] = self.targets[origins]
         return explainer.run.evaluate(fetch, fed, self.until)
 
     def gradient_at(self, value: Any, origins: Any) -> Any:
+        twin = self.explainer.twin_x
+        if twin is not None:  # rows, then their baselines: the baselines through the twin
+            half = len(value) // 2
+            return self.evaluate(self.gradient, value[:half], origins[:half], {twin: value[half:]})
         found = self.evaluate(self.gradient, value, origins)
         # dy/dx of an example has x's shape; a class activation map has its layer's batch of one
         cam = self.explainer.options.method.entry in ("gradcam", "gradcam_pp")
