@@ -24,7 +24,7 @@ from ..files.writing import write_chunks
 from ..graph.functions import called_function, saved_gradients
 from ..graph.tensors import unknown_tensor
 from ..graph.model import SAVEDMODEL, Model, meta_graphs_of, override_of, signatures_of
-from ..tf.blockers import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT
+from ..graph.stops import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT, moments_stop
 from .folding import View, fold
 from .graphviz import GRAPHVIZ_TIMEOUT, layout
 from .page import to_html
@@ -308,13 +308,13 @@ def _mark(node, nodes: dict, saved: dict) -> tuple[str, str]:
 
 
 def _moments_stop(node, nodes: dict) -> bool:
-    """tf.nn.moments' StopGradient, by its structure (as check tells it)."""
+    """tf.nn.moments' StopGradient (:func:`graphgrad.graph.stops.moments_stop`), read from the file."""
     source = nodes.get(_name(node.input[0])) if node.input else None
-    if source is None or source.op != "Mean":
+    if source is None or not source.input:
         return False
-    averaged = _name(source.input[0]) if source.input else ""
-    return any(other.op == "SquaredDifference" and {node.name, averaged} <= set(map(_name, other.input))
-               for other in nodes.values())
+    readers = [(other.op, [_name(ref) for ref in other.input]) for other in nodes.values()
+               if node.name in map(_name, other.input)]
+    return moments_stop(node.op, source.op, _name(source.input[0]), node.name, readers)
 
 
 def _short(name: str, limit: int = 28) -> str:

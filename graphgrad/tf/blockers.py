@@ -18,6 +18,7 @@ from ..names import BYPASS, EMBED_SPEC, GROUP, SOURCE
 from ..gradients.calls import CALL_GRADIENT
 from ..gradients.spec import parse_spec
 from ..graph.functions import function_calls
+from ..graph.stops import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT, moments_stop
 from ..names import CUSTOM_GRADIENT, FUNCTIONAL_OPS, VALUE_INDEPENDENT
 from .internals import (
     function_def_to_graph,
@@ -31,17 +32,6 @@ from .runtime import (
 from ..edits.surgery import region_surrogate
 from .paths import between, differentiable, floating, override_on
 from .loading import tf_message
-
-
-# Ops whose registered TensorFlow gradient returns None or zeros (math_grad.py,
-# array_grad.py); a registry lookup cannot tell these from real gradients.
-NONE_GRADIENT = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "FloorMod", "ArgMax", "ArgMin", "TruncateDiv"}
-
-
-ZERO_GRADIENT = {"Sign"}
-
-
-STOPPERS = {"StopGradient", "PreventGradient"}
 
 
 @dataclass(frozen=True)
@@ -222,15 +212,12 @@ def _stoppers(float_path, surrogates, context: BlockerContext, function: str | N
 
 
 def _moments_stop(op) -> bool:
-    """Whether ``op`` is the StopGradient of tf.nn.moments (batch and layer
-    normalisation): ``squared_difference(v, stop_gradient(reduce_mean(v)))``, which
-    stops the gradient through the mean it subtracts in the variance on purpose.
-    Told by that structure, whatever the scope is called."""
-    if op.type != "StopGradient" or op.inputs[0].op.type != "Mean":
+    """Whether ``op`` is tf.nn.moments' StopGradient (:func:`graphgrad.graph.stops.moments_stop`)."""
+    if op.type != "StopGradient" or not op.inputs or not op.inputs[0].op.inputs:
         return False
-    averaged = op.inputs[0].op.inputs[0].ref()  # graph tensors compare by value in TF2
-    return any(consumer.type == "SquaredDifference" and averaged in {tensor.ref() for tensor in consumer.inputs}
-               for consumer in op.outputs[0].consumers())
+    source = op.inputs[0].op
+    readers = [(consumer.type, [tensor.name for tensor in consumer.inputs]) for consumer in op.outputs[0].consumers()]
+    return moments_stop(op.type, source.type, source.inputs[0].name, op.outputs[0].name, readers)
 
 
 def _function_stoppers(call, context: BlockerContext) -> list:
