@@ -328,3 +328,37 @@ def test_a_surrogate_graph_bypass_cannot_use_is_refused_in_one_line(tmp_path, bu
                       "--surrogate-graph", g, "-o", tmp_path / "bpda.pb", expect=1)
     [line] = refused.stderr.strip().splitlines()
     assert message in line
+
+
+def test_a_python_surrogate_is_traced_into_the_file_and_loads_without_graphgrad(tmp_path):
+    """--surrogate-function FILE.py:NAME: the user's g traced once and copied in; the
+    gradient is g's in a graph imported by TensorFlow alone."""
+    from tf_helpers import gradients, load, tf, v1
+
+    model = _thermometer_defence(tmp_path)
+    module = tmp_path / "mine.py"
+    module.write_text("import numpy as np\nimport tensorflow as tf\n\n\ndef soft(x):\n"
+                      "    levels = np.arange(5, dtype=np.float32) / 5\n"
+                      "    return tf.reshape(tf.sigmoid((x[..., None] - levels) / 0.1), [-1, 4, 4, 10])\n\n\n"
+                      "def broken(x):\n    raise RuntimeError('no surrogate here')\n")
+    out = tmp_path / "bpda.pb"
+    run_cli("bypass", model, "--from", "x:0", "--to", "encoded:0", "--surrogate-function", f"{module}:soft", "-o", out)
+    value = {"x:0": RNG.uniform(0, 1, (3, 4, 4, 2)).astype(np.float32)}
+    [upstream] = gradients(load(model), "logits:0", "encoded:0", value)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(value["x:0"])
+        [wanted] = v1.gradients(_soft(x), x, grad_ys=tf.constant(upstream))
+        with v1.Session() as session:
+            wanted = session.run(wanted)
+    plain = tf.Graph()
+    with plain.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(out.read_bytes()), name="")
+    [got] = gradients(plain, "logits:0", "x:0", value)
+    np.testing.assert_allclose(got, wanted, rtol=1e-5, atol=1e-6)
+    refused = run_cli("bypass", model, "--from", "x:0", "--to", "encoded:0", "--surrogate-function",
+                      f"{module}:broken", "-o", tmp_path / "no.pb", expect=1)
+    assert refused.stderr.strip().splitlines() == [
+        f"graphgrad: error: --surrogate-function {module}:broken: calling broken on a float32 tensor of shape "
+        "[None, 4, 4, 2] raised RuntimeError: no surrogate here"]
+    assert not (tmp_path / "no.pb").exists()

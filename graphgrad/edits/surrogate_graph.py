@@ -1,6 +1,7 @@
 """A user's own surrogate for ``bypass``: a differentiable approximation g of a
 region, given as a frozen GraphDef that maps the region's input (its one
-placeholder) to a tensor of the region's output shape (its one output).
+placeholder) to a tensor of the region's output shape (its one output), or as a
+Python function traced into one (:mod:`graphgrad.tf.surrogate_function`).
 
 Its nodes are copied into the model under the bypass's group, the placeholder
 replaced by the region's input; nothing of the file is run here (TensorFlow runs
@@ -39,10 +40,16 @@ def read_surrogate_graph(path: str) -> SurrogateGraph:
     if model.kind != GRAPHDEF:
         raise SelectionError(f"{said}: a surrogate graph is a frozen GraphDef (.pb or .pbtxt), not a "
                              f"{model.describe()}; freeze it first (graphgrad freeze)")
-    graph = model.message
+    return surrogate_graph_of(model.message, os.path.basename(path), said)
+
+
+def surrogate_graph_of(graph, name: str, said: str, output: str | None = None) -> SurrogateGraph:
+    """The surrogate graph of the GraphDef ``graph`` (``name``: what its label calls it,
+    ``said``: how errors name it); its output the node ``output`` (what it does not
+    read left out), else the one node nothing else reads."""
     if graph.library.function:
         raise SelectionError(f"{said}: it holds functions ({graph.library.function[0].signature.name}, ...); a "
-                             "surrogate graph is plain ops: build g without tf.function, or freeze it inlined")
+                             "surrogate graph is plain ops: build g without tf.function, tf.map_fn or tf.while_loop")
     looped = [node.name for node in graph.node if node.op in _LOOP_OPS]
     if looped:
         raise SelectionError(f"{said}: it holds TF1 while loops ({looped[0]}, ...), which cannot be copied under "
@@ -53,16 +60,17 @@ def read_surrogate_graph(path: str) -> SurrogateGraph:
                              f"{len(placeholders)} ({', '.join(n.name for n in placeholders) or 'none'})")
     [placeholder] = placeholders
     used = {ref.lstrip("^").split(":")[0] for node in graph.node for ref in node.input}
-    outputs = [node for node in graph.node if node.name not in used and node is not placeholder]
+    outputs = [node for node in graph.node if (node.name == output if output else node.name not in used)
+               and node is not placeholder]
     if len(outputs) != 1:
         raise SelectionError(f"{said}: g's output is the one node nothing else reads, and it has "
                              f"{len(outputs)} ({', '.join(n.name for n in outputs[:5]) or 'none'}); remove "
                              "the others")
-    [output] = outputs
+    [found] = outputs
     digest = hashlib.sha256(graph.SerializeToString(deterministic=True)).hexdigest()[:12]
-    shape = _recorded_shape(output)
-    return SurrogateGraph(f"{os.path.basename(path)} sha256:{digest}", _in_order(graph.node, placeholder.name, said),
-                          placeholder.name, output.name, placeholder.attr["dtype"].type, shape)
+    nodes = _in_order(graph.node, placeholder.name, said, found.name if output else None)
+    return SurrogateGraph(f"{name} sha256:{digest}", nodes, placeholder.name, found.name,
+                          placeholder.attr["dtype"].type, _recorded_shape(found))
 
 
 def _recorded_shape(node) -> list | None:
@@ -72,11 +80,12 @@ def _recorded_shape(node) -> list | None:
     return [dim.size for dim in shapes[0].dim]
 
 
-def _in_order(nodes, placeholder: str, said: str) -> tuple:
-    """The nodes other than the placeholder, each after the nodes it reads."""
+def _in_order(nodes, placeholder: str, said: str, only_for: str | None = None) -> tuple:
+    """The nodes other than the placeholder (those ``only_for`` reads, if given), each
+    after the nodes it reads."""
     by_name = {node.name: node for node in nodes}
     ordered, done, visiting = [], {placeholder}, set()
-    for start in by_name:
+    for start in [only_for] if only_for else by_name:
         stack = [(start, False)]
         while stack:
             name, expanded = stack.pop()
