@@ -86,6 +86,7 @@ def test_reset_undoes_a_bypass_exactly_and_a_second_bypass_changes_nothing(tmp_p
     ("x:0", "dequantize:0", "scale(2)", "a bypass needs a replacement applied to --from"),
     ("x:0", "dequantize:0", "zero", "a bypass needs a replacement applied to --from"),
     ("x:0", "nowhere:0", "identity", "no tensor 'nowhere:0'"),
+    ("x:0", "dequantize:0", "identity|scale(1e40)", "the constant 1e[+]40 of the gradient spec does not fit float32"),
 ])
 def test_bypass_refuses_what_it_cannot_join_in_one_line(source, target, spec, message):
     with pytest.raises(Exception, match=message) as raised:
@@ -136,8 +137,8 @@ def test_bypass_in_a_function_body():
     assert reset_model(bypassed, ResetOptions())[0].message == graph_def
 
 
-@pytest.mark.parametrize("name, target", [(name, target) for name, target, _ in DEFENCES])
-def test_check_suggests_the_bypass_as_a_ready_command_and_it_works(tmp_path, name, target):
+@pytest.mark.parametrize("name", [name for name, _, _ in DEFENCES])
+def test_check_suggests_the_bypass_as_a_ready_command_and_it_works(tmp_path, name):
     pytest.importorskip("tensorflow", reason="check runs the graph")
     import json
     import shlex
@@ -145,7 +146,8 @@ def test_check_suggests_the_bypass_as_a_ready_command_and_it_works(tmp_path, nam
     report = json.loads(run_cli("check", fixture(name), "--x", "x", "--y", "logits", "--json", expect=1).stdout)
     [fix] = [blocker["fix"] for blocker in report["blockers"] if "graphgrad bypass" in blocker["fix"]]
     command = shlex.split(fix.split(": ", 1)[1])
-    assert command[:2] == ["graphgrad", "bypass"] and command[command.index("--to") + 1] == target
+    # the smallest region: from the float tensor before the rounding and the cast, to the cast back
+    assert command[:2] == ["graphgrad", "bypass"] and command[command.index("--from") + 1] == "mul:0"
     out = tmp_path / "attackable.pb"
     run_cli(*command[1:-1], out)  # -o OUT, with OUT named
     fixed = json.loads(run_cli("check", out, "--x", "x", "--y", "logits", "--json").stdout)

@@ -128,7 +128,24 @@ def _median(x):
     return tf.sort(patches, axis=-1)[..., 4:5]
 
 
-BROKEN_BY_THE_ADVICE = {"jpeg": _jpeg, "thermometer": _thermometer, "median": _median, **DEFENCES}
+_MASK = np.where(np.random.default_rng(0).random([1, 8, 8, 1]) < 0.5, -1.0, 1.0).astype(np.float32)
+
+
+def _sign_mask(x):
+    """x - FloorMod(x, 1/7), times a fixed +-1 mask, undone by the same mask (a red
+    team's): a bypass ending at the masked image would scramble the gradient's signs."""
+    return (x - tf.math.floormod(x, 1.0 / 7)) * tf.constant(_MASK) * tf.identity(tf.constant(_MASK))
+
+
+def _inverted(x):
+    """The quantised image inverted, then inverted back (a red team's): a bypass ending
+    at the inverted image would carry the gradient with the wrong sign."""
+    inverted = 1.0 - (x - tf.math.floormod(x, 1.0 / 7))
+    return tf.ones_like(inverted) - inverted
+
+
+BROKEN_BY_THE_ADVICE = {"jpeg": _jpeg, "thermometer": _thermometer, "median": _median, "sign_mask": _sign_mask,
+                        "inverted": _inverted, **DEFENCES}
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN_BY_THE_ADVICE))
@@ -197,7 +214,8 @@ def test_the_checklist_passes_on_a_broken_defence(tmp_path):
     bypassed = tmp_path / "bpda.pb"
     run_cli("bypass", fixture("digits_bit_depth.pb"), "--from", "x:0", "--to", "defence/squeezed:0", "-o", bypassed)
     report = json.loads(_attack(bypassed, "--steps", "40", "--json", expect=0).stdout)
-    assert [item["name"] for item in report["checklist"]] == ["gradient", "convergence", "noise", "eps", "unbounded"]
+    names = ["gradient", "convergence", "noise", "slope", "walk", "eps", "unbounded"]
+    assert [item["name"] for item in report["checklist"]] == names
     assert all(item["passed"] for item in report["checklist"]), report["checklist"]
 
 
@@ -249,8 +267,9 @@ def test_after_a_bypass_check_and_show_agree_that_nothing_blocks(tmp_path):
 def test_shape_reads_are_never_blockers_and_the_fix_is_the_region_to_bypass(tmp_path):
     """A defence that casts to integers, then a Flatten written with tf.shape: the
     Shape reads no values (its None gradient is right), so only the cast is a
-    blocker, and its bypass ends at the defence's output, not at the Flatten's
-    Reshape (which would skip the whole conv stack)."""
+    blocker, and its bypass is the cast's own region (from x * 7 to the cast back),
+    not the Flatten's Reshape (which would skip the whole conv stack); followed, check
+    is ok."""
     def build():
         x = v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
         quantised = tf.cast(tf.cast(x * 7, tf.int32), tf.float32) / 7
@@ -263,7 +282,11 @@ def test_shape_reads_are_never_blockers_and_the_fix_is_the_region_to_bypass(tmp_
     model = graph_file(tmp_path, build, "cast.pb")
     report = json.loads(run_cli("check", model, "--x", "x", "--y", "logits", "--json", expect=1).stdout)
     assert [blocker["op_type"] for blocker in report["blockers"]] == ["Cast"], report["blockers"]
-    assert "--to defence/squeezed:0" in report["blockers"][0]["fix"]
+    fix = report["blockers"][0]["fix"]
+    assert "--from mul:0 --to Cast_1:0 -o OUT" in fix, fix
+    words = fix[fix.index("graphgrad "):].split()
+    run_cli(*words[1:-1], tmp_path / "bpda.pb")
+    assert run_cli("check", tmp_path / "bpda.pb", "--x", "x", "--y", "logits").stdout.endswith("ok\n")
 
 
 def _reversed_near_the_data(x):
@@ -284,5 +307,78 @@ def test_a_gradient_that_misleads_only_near_the_data_is_no_evaluation(tmp_path):
     assert report["attacked_accuracy"] > 0.9 and report["valid"] is False
     assert not verdicts["noise"] and not verdicts["unbounded"]  # noise beats it; from the images, chance is not met
     run_cli("bypass", model, "--from", "x:0", "--to", "defence/squeezed:0", "-o", tmp_path / "bpda.pb")
+    broken = json.loads(_attack(tmp_path / "bpda.pb", "--json", expect=0).stdout)
+    assert broken["valid"] and broken["attacked_accuracy"] < 0.1
+
+
+def _scrambled(x):
+    """A quantiser's zero gradient with a tiny term of scrambled signs left on top (a
+    red team's): usable by value, useless in direction, so plain PGD leaves 84%."""
+    tiny = 1e-6 * tf.constant(_MASK) * x
+    return x - tf.math.floormod(x, 1.0 / 7) + (tiny - tf.stop_gradient(tiny))
+
+
+def test_a_gradient_that_is_not_the_losss_slope_is_no_evaluation(tmp_path):
+    model = _defended(tmp_path, _scrambled, "scrambled")
+    report = json.loads(_attack(model, "--json", expect=3).stdout)
+    verdicts = {item["name"]: item["passed"] for item in report["checklist"]}
+    assert report["attacked_accuracy"] > 0.5 and report["masked_images"] == 0.0 and not verdicts["slope"], report
+    run_cli("bypass", model, "--from", "x:0", "--to", "defence/squeezed:0", "-o", tmp_path / "bpda.pb")
+    broken = json.loads(_attack(tmp_path / "bpda.pb", "--json", expect=0).stdout)
+    assert broken["valid"] and broken["attacked_accuracy"] < 0.1
+
+
+def test_a_mask_inside_the_classifier_is_bypassed_where_it_is(tmp_path):
+    """x - FloorMod(x, 1/4) on the first layer's ReLU, inside the classifier (a red
+    team's): the bypass the advice names starts at that ReLU, not at x (an identity
+    from x across a layer would stand in for the layer), and breaks the model."""
+    from tensorflow.python.framework import tensor_util
+
+    import shlex
+
+    classifier = v1.GraphDef.FromString(open(fixture("digits_cnn.pb"), "rb").read())
+    weights = {node.name: tensor_util.MakeNdarray(node.attr["value"].tensor) for node in classifier.node
+               if node.op == "Const"}
+
+    def build():
+        x = v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        hidden = tf.nn.relu(tf.nn.conv2d(x, weights["conv1/kernel"], 1, "SAME") + weights["conv1/bias"], name="relu")
+        hidden = tf.identity(hidden - tf.math.floormod(hidden, 0.25), name="defence/squeezed")
+        hidden = tf.nn.relu(tf.nn.conv2d(hidden, weights["conv2/kernel"], 1, "SAME") + weights["conv2/bias"])
+        flat = tf.reshape(tf.nn.max_pool2d(hidden, 2, 2, "VALID"), weights["flat/shape"])
+        tf.identity(tf.matmul(flat, weights["dense/kernel"]) + weights["dense/bias"], name="classifier/logits")
+
+    model = graph_file(tmp_path, build, "inside.pb")
+    report = json.loads(run_cli("check", model, "--x", "x", "--y", "classifier/logits", "--json", expect=1).stdout)
+    [masked] = report["masked"]
+    words = shlex.split(masked["fix"])
+    assert words[words.index("--from") + 1] == "relu:0", words
+    run_cli(*words[1:-1], tmp_path / "bpda.pb")
+    broken = json.loads(_attack(tmp_path / "bpda.pb", "--json", expect=0).stdout)
+    assert broken["valid"] and broken["attacked_accuracy"] < 0.1
+
+
+def _falling_thermometer(x):
+    """Level k on where x <= k/16, read back by weights of -1/16 plus 1 (a red team's):
+    the soft thermometer rises where these levels fall."""
+    encoded = tf.cast(x <= tf.constant(np.arange(16, dtype=np.float32) / 16), tf.float32)
+    return 1.0 + tf.nn.conv2d(encoded, tf.constant(-np.ones([1, 1, 16, 1], np.float32) / 16), 1, "SAME")
+
+
+def test_an_encoding_the_soft_thermometer_does_not_follow_gets_the_advice_to_write_ones_own(tmp_path):
+    """The shapes are a thermometer's, the values go the other way: check proposes no
+    thermometer (which would reverse the gradient) but the user's own g, and that
+    advice, followed with a falling soft thermometer, breaks the model."""
+    import shlex
+
+    model = _defended(tmp_path, _falling_thermometer, "falling")
+    report = json.loads(run_cli("check", model, "--y", "classifier/logits", "--json", expect=1).stdout)
+    fix = report["blockers"][0]["fix"]
+    assert "--surrogate-function FILE.py:NAME" in fix and "thermometer(levels=16)'s values correlate -" in fix, fix
+    (tmp_path / "falling_g.py").write_text(
+        "import numpy as np\nimport tensorflow as tf\n\n\ndef soft(x):\n"
+        "    return tf.sigmoid((np.arange(16, dtype=np.float32) / 16 - x) / 0.05)\n")
+    words = shlex.split(fix[fix.index("graphgrad "):].replace("FILE.py:NAME", f"{tmp_path / 'falling_g.py'}:soft"))
+    run_cli(*words[1:-1], tmp_path / "bpda.pb")
     broken = json.loads(_attack(tmp_path / "bpda.pb", "--json", expect=0).stdout)
     assert broken["valid"] and broken["attacked_accuracy"] < 0.1

@@ -8,7 +8,7 @@ from ..files.arrays import load_array, save_array
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..jobs.deadline import run_until
 from ..methods.options import RunOptions
-from ..methods.pgd import KEEPS, MASKED_SHARE, Budget
+from ..methods.pgd import DECIDING, KEEPS, MASKED_SHARE, Budget
 from . import exits, options
 from .render import echo, echo_json, tensorflow_quiet
 
@@ -107,9 +107,9 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
              f"  bypass the region that masks it: graphgrad bypass {model} --from {report.x} --to TENSOR -o BPDA.pb "
              "(TENSOR: the defence's output), then attack that (BPDA)")
     elif not report.valid:
-        echo("not valid: the gradient misleads the attack (random noise of the same eps does better, or an eps "
-             "spanning the whole range does not bring accuracy down to chance: see the checklist); its accuracy "
-             "means nothing of the defence: bypass the defence (BPDA) and attack that")
+        failed = ", ".join(item["name"] for item in report.checklist if not item["passed"] and item["name"] in DECIDING)
+        echo(f"not valid: the gradient misleads the attack (the checklist's {failed} failed); its accuracy means "
+             "nothing of the defence: bypass the defence (BPDA), or give --eot for a randomised one, and attack that")
     return exits.for_verdict(report.valid)
 
 

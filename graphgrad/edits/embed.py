@@ -38,6 +38,11 @@ def _half_bits(value: float) -> int:
     return struct.unpack("<H", struct.pack("<e", value))[0]
 
 
+def _float32(value: float) -> float:
+    """``value`` as float32 stores it; OverflowError past float32's range (protobuf would store inf)."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
 def _bfloat16_bits(value: float) -> int:
     bits = struct.unpack("<I", struct.pack("<f", value))[0]
     return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # the upper half, rounded to nearest even
@@ -46,7 +51,7 @@ def _bfloat16_bits(value: float) -> int:
 # dtype -> (its name, TensorProto field, encoding of a Python float); float16 and
 # bfloat16 values are their bit patterns in half_val, as TensorFlow stores them.
 _FLOATS: dict[int, tuple[str, str, Callable[[float], Any]]] = {
-    DataType.Value("DT_FLOAT"): ("float32", "float_val", float),
+    DataType.Value("DT_FLOAT"): ("float32", "float_val", _float32),
     DataType.Value("DT_DOUBLE"): ("float64", "double_val", float),
     DataType.Value("DT_HALF"): ("float16", "half_val", _half_bits),
     DataType.Value("DT_BFLOAT16"): ("bfloat16", "half_val", _bfloat16_bits),
@@ -95,6 +100,7 @@ class _Builder:
 
     def __init__(self, recorder: Recorder, base: str, dtype: int, device: str):
         self.recorder, self.base, self.dtype, self.device = recorder, base, dtype, device
+        self.bypass = False  # whether it builds a bypass (for its errors)
         self.nodes: list = []
         self._labels: set = set()
 
@@ -116,9 +122,10 @@ class _Builder:
         try:
             attrs = _const_attrs(self.dtype, value)
         except OverflowError:
+            what, way = (("the bypass at", "") if self.bypass else ("--embed on", ", or drop --embed"))
             raise GraphgradError(
-                f"--embed on {self.base}: the constant {value} of the gradient spec does not fit "
-                f"{_FLOATS[self.dtype][0]}. To fix this, choose a smaller parameter, or drop --embed"
+                f"{what} {self.base}: the constant {value} of the gradient spec does not fit "
+                f"{_FLOATS[self.dtype][0]}. To fix this, choose a smaller parameter{way}"
             ) from None
         return self.node("Const", "const", attrs=attrs)
 
@@ -187,6 +194,7 @@ def _record(spec: GradientSpec, dtype: int, base: str, bypass: bool, in_function
     surrogate = surrogate_for(spec)
     slots = (GROUP_SLOT, X_SLOT, Y_SLOT) + ((DEVICE_SLOT,) if on_device else ())
     builder = _Builder(recorder := Recorder(slots, in_function), base, dtype, DEVICE_SLOT if on_device else "")
+    builder.bypass = bypass
     stopped_y = builder.node("StopGradient", "stop_y", Y_SLOT)
     replacement = surrogate.replacement
     if replacement is None or replacement.name != "zero":  # zero: stop_y is the output

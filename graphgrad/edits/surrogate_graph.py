@@ -11,6 +11,7 @@ g's nodes where it runs the model, under the same gate as the model's own).
 import hashlib
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import SelectionError
 from ..files.reading import read_model
@@ -43,7 +44,7 @@ def read_surrogate_graph(path: str) -> SurrogateGraph:
     return surrogate_graph_of(model.message, os.path.basename(path), said)
 
 
-def surrogate_graph_of(graph, name: str, said: str, output: str | None = None) -> SurrogateGraph:
+def surrogate_graph_of(graph: Any, name: str, said: str, output: str | None = None) -> SurrogateGraph:
     """The surrogate graph of the GraphDef ``graph`` (``name``: what its label calls it,
     ``said``: how errors name it); its output the node ``output`` (what it does not
     read left out), else the one node nothing else reads."""

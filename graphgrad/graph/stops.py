@@ -5,8 +5,9 @@ TensorFlow) share, so that the two mark the same nodes."""
 from collections.abc import Iterable
 
 # TensorFlow registers these as not differentiable: their gradient is None (math_grad.py,
-# array_grad.py; a registry lookup cannot tell these from real gradients).
-NONE_GRADIENT = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "FloorMod", "ArgMax", "ArgMin", "TruncateDiv"}
+# array_grad.py; a registry lookup cannot tell these from real gradients). Not FloorMod: its
+# gradient for x is 1, which x - FloorMod(x, c) cancels to a zero found by value.
+NONE_GRADIENT = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "ArgMax", "ArgMin", "TruncateDiv"}
 
 # Their gradient is registered, and zero everywhere.
 ZERO_GRADIENT = {"Sign"}

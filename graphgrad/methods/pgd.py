@@ -143,11 +143,23 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
                    accuracy_then)
 
 
+# The checks whose failure makes the figure no evaluation: the gradient does not move the images or is not the
+# loss's slope, random noise of the same eps (or random steps of the same budget) does as well as the attack (its
+# gradient misleads it), or even a budget spanning the range does not bring the images down to chance. A failed
+# convergence or half-eps check is printed, and keeps the figure.
+DECIDING = {"gradient", "slope", "noise", "walk", "unbounded"}
+
 # What the checklist probes with: the first rows, and at most this many steps.
 PROBE_ROWS = 16
 PROBE_STEPS = 20
 # Accuracy that more steps may still take off before the attack counts as not converged.
 CONVERGED = 0.02
+# How much better than random steps of its budget an attack does for its gradient to count as leading it, where
+# those steps take more than WALK_IDLE off the clean accuracy (where they take less, they say nothing).
+WALK_MARGIN = 0.15
+WALK_IDLE = 0.1
+# A loss that changes over a step this many times more than the gradient says it would is not the gradient's.
+SLOPE_LIMIT = 100.0
 
 
 @dataclass
@@ -164,9 +176,10 @@ class CheckItem:
 def checklist(images: Any, labels: Any, budget: Budget, outcome: Outcome, gradient_at: Callable,
               scores_at: Callable, classes: int | None) -> list[CheckItem]:
     """The evaluation checklist of an attack that ran (``outcome``): its gradient
-    moved most images; it converged; random noise of the same eps is weaker; half
-    the eps is weaker (on the first rows); an eps spanning the whole range brings
-    accuracy down to chance (on the first rows). Probes run with at most
+    moved most images; it converged; random noise of the same eps is weaker; random
+    steps of the same budget are clearly weaker, where they do anything (on the first
+    rows); half the eps is weaker (on the first rows); an eps spanning the whole
+    range brings accuracy down to chance (on the first rows). Probes run with at most
     :data:`PROBE_STEPS` steps on :data:`PROBE_ROWS` rows."""
     attacked = float(outcome.attacked_correct.mean())
     usable = 1 - float(outcome.masked.mean())
@@ -190,6 +203,25 @@ def checklist(images: Any, labels: Any, budget: Budget, outcome: Outcome, gradie
     rows = slice(0, min(PROBE_ROWS, len(images)))
     probe_steps = min(budget.steps, PROBE_STEPS)
     full = float(outcome.attacked_correct[rows].mean())
+    slope = _slope_ratio(images[rows], labels[rows], budget, gradient_at, scores_at)
+    follows = not slope > SLOPE_LIMIT
+    items.append(CheckItem("slope", follows,
+                           f"one step along the gradient changes the loss {slope:.3g} times what the gradient says "
+                           "(the median of the first images)"
+                           + ("" if follows else ": the gradient is not the loss's slope (a masked gradient with a "
+                              "tiny or scrambled part left); bypass the defence (BPDA)")))
+    # the same steps along random directions, each image's most adversarial kept: what a gradient that only looks
+    # usable (its signs scrambled, a defence's reversed or hashed backward pass) does no better than
+    directions = np.random.default_rng(budget.seed + 2)
+    walk = _probe(images[rows], labels[rows], replace(budget, steps=probe_steps, step_size=None, keep="best"),
+                  lambda points, _: directions.standard_normal(points.shape), scores_at)
+    clean = float(outcome.clean_correct[rows].mean())
+    led = walk >= full + WALK_MARGIN or walk >= clean - WALK_IDLE
+    items.append(CheckItem("walk", led,
+                           f"random steps of the same budget leave {walk:.0%} of the first images correct, the "
+                           f"attack {full:.0%}"
+                           + ("" if led else ": the gradient leads the attack no better than random directions "
+                              "(obfuscated); bypass the defence (BPDA), or give --eot for a randomised one")))
     half = _probe(images[rows], labels[rows], replace(budget, eps=budget.eps / 2, steps=probe_steps,
                                                        step_size=None), gradient_at, scores_at)
     items.append(CheckItem("eps", half >= full - 0.05,
@@ -207,6 +239,30 @@ def checklist(images: Any, labels: Any, budget: Budget, outcome: Outcome, gradie
                            + ("" if unbounded <= chance + 0.1 else ": the gradient leads nowhere, whatever the "
                               "budget (masked or obfuscated); bypass the defence (BPDA)")))
     return items
+
+
+def _slope_ratio(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_at: Callable) -> float:
+    """How many times the loss's change over one step along the gradient's signs is
+    what the gradient predicts for it (g . step), the median over ``images``: near 1
+    where the gradient is the loss's slope, huge where a defence hides the true one
+    behind a tiny part it leaves (1e-6 of a scrambled term on top of a quantiser's zero)."""
+    gradient = np.zeros(images.shape, dtype=np.float64)
+    for _ in range(budget.eot):
+        found = gradient_at(images, labels)
+        if found is None:
+            return 0.0
+        gradient += np.asarray(found, dtype=np.float64) / budget.eot
+    gradient = np.where(np.isfinite(gradient), gradient, 0.0)
+    stepped = np.clip(images + budget.size * np.sign(gradient), budget.low, budget.high).astype(images.dtype)
+    predicted = (gradient * (stepped.astype(np.float64) - images)).reshape(len(images), -1).sum(axis=1)
+    rows = np.arange(len(images))
+
+    def loss(points: Any) -> Any:
+        return -np.log(np.maximum(_probabilities(scores_at, points, budget.judges)[rows, labels], 1e-300))
+
+    changed = np.abs(loss(stepped) - loss(images))
+    ratios = changed[predicted > 0] / predicted[predicted > 0]
+    return float(np.median(ratios)) if len(ratios) else 0.0
 
 
 def _probabilities(scores_at: Callable, points: Any, judges: int) -> Any:

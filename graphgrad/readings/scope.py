@@ -405,7 +405,13 @@ class Scope:
         producer = self.node(name)
         if producer is None:
             return None
+        if producer.op in _ELEMENTS_OUT and index == 0 and "element_dtype" in producer.attr:
+            return producer.attr["element_dtype"].type  # a map_fn's result, stacked from its TensorList
         return dtype_in(producer.attr, index)
+
+
+# TensorList ops whose output 0 is the list's elements (of its element_dtype), not a list (a variant).
+_ELEMENTS_OUT = {"TensorListStack", "TensorListGetItem", "TensorListGather", "TensorListConcat", "TensorListConcatV2"}
 
 
 def name_scopes(names: Iterable[str]) -> set[str]:

@@ -12,10 +12,10 @@ from ..errors import UsageError
 from ..files.reading import read_model
 from ..methods.batching import in_batches, padded
 from ..methods.options import RunOptions, checked_rows
-from ..methods.pgd import MASKED_SHARE, Budget, Outcome, checklist, pgd
+from ..methods.pgd import DECIDING, MASKED_SHARE, Budget, Outcome, checklist, pgd
 from .batches import batching_for, row_shape
 from .blockers import BlockerContext, find_blockers, surrogates_in
-from .masking import masked_fix, where_usable_again
+from .masking import masked_fix, where_usable_again, with_fitted_bypasses
 from ..graph.functions import first_names
 from .loading import chosen_tags, given_feeds, loaded_graph_def, refuse_misshapen_feeds, unfed_inputs
 from .run import Deadline, open_run
@@ -24,10 +24,6 @@ from .randomness import random_ops
 from .runtime import tensorflow, tf1_control_flow
 
 
-# The checks whose failure makes the figure no evaluation: the gradient does not move the images, random noise of
-# the same eps does better than the attack (its gradient misleads it), or even a budget spanning the range does not
-# bring the images down to chance. A failed convergence or half-eps check is printed, and keeps the figure.
-DECIDING = {"gradient", "noise", "unbounded"}
 
 # Runs a randomised model's images are judged over when --eval-runs and --eot leave it to the attack.
 RANDOM_JUDGE_RUNS = 10
@@ -101,8 +97,8 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: R
                           budget.keep, len(images), random=drawn)
     _refuse_disconnected(run, x, y, feed)
     path_ops = between([x], y, only_differentiable=True)
-    if gradient is None:
-        report.blockers = _blockers(run, model, x, y, path_ops)
+    blockers = _blockers(run, model, x, y, path_ops) if gradient is None else []
+    report.blockers = _described(blockers)
     batching = batching_for(x, path_ops, images[:1].nbytes)
     deadline = Deadline(started + options.timeout, f"{path}: the attack took over {options.timeout:g} s and was "
                         "stopped; give it longer with --timeout SECONDS")
@@ -127,13 +123,16 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: R
     if report.masked_images > MASKED_SHARE:  # blocked (None) or masked (zero): where the gradient is usable again
         sample = batching.rows if batching.fixed else 8
         points, rows = padded(images[:sample], batching), padded(labels[:sample], batching)
+
         def values_of(fetches: list) -> list:
             return evaluate(fetches, points[:sample], rows[:sample])
 
-        usable = where_usable_again(run.graph, x, y, loss, path_ops, values_of)
-        if usable is not None:
-            report.masked_at, _, fix = masked_fix(path, x, usable, y, path_ops, values_of, "BPDA.pb")
+        region = where_usable_again(run.graph, x, y, loss, path_ops, values_of)
+        if region is not None:
+            report.masked_at, _, fix = masked_fix(path, *region, values_of, "BPDA.pb")
             report.fix = fix + ", then attack BPDA.pb" + (" (BPDA)" if " bypass " in fix else "")
+        if report.blockers:
+            report.blockers = _described(with_fitted_bypasses(blockers, run.graph, values_of, path))
     if gradient is not None:
         report.checklist = [item.__dict__ for item in checklist(images, labels, budget, outcome, gradient_at,
                                                                  scores_at, y.shape[-1])]
@@ -171,9 +170,12 @@ def _refuse_disconnected(run: Any, x: Any, y: Any, feed: dict) -> None:
                          f"{placeholders[0]}=VALUE (a number, a JSON list or a .npy file)")
 
 
-def _blockers(run: Any, model: Any, x: Any, y: Any, path_ops: set) -> list[str]:
+def _blockers(run: Any, model: Any, x: Any, y: Any, path_ops: set) -> list:
     """Where the loss's gradient stops, each with check's fix."""
     with run.graph.as_default():
         context = BlockerContext(run.unresolved, model.path, loaded_graph_def(model, run.tags))
-        found = find_blockers([x], y, path_ops, surrogates_in(run.graph), context)
-    return [f"{blocker.node} ({blocker.op_type}): {blocker.reason}; fix: {blocker.fix}" for blocker in found]
+        return find_blockers([x], y, path_ops, surrogates_in(run.graph), context)
+
+
+def _described(blockers: list) -> list[str]:
+    return [f"{blocker.node} ({blocker.op_type}): {blocker.reason}; fix: {blocker.fix}" for blocker in blockers]

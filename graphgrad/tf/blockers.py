@@ -7,7 +7,6 @@ surrogates, tf.nn.moments' StopGradient) or reads only shapes, which is no block
 TensorFlow is imported inside functions only, as in the runtime.
 """
 
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,9 +28,9 @@ from .runtime import (
     tensorflow,
 )
 
-from ..edits.surgery import region_surrogate
 from .paths import between, differentiable, floating, override_on
 from .loading import tf_message
+from .masking import bypass_advice
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,7 @@ class Blocker:
     op_type: str
     reason: str
     fix: str
+    region: tuple = ()  # (from, to): the tensors its bypass fix joins, to be checked against their values
 
 
 def _fix(path, node: str, override, op_type: str) -> str:
@@ -68,11 +68,15 @@ def find_blockers(xs: list, y: Any, float_path: set, surrogates: dict, context: 
                 if not differentiable(t.dtype) and any(c in any_path for c in t.consumers())
             ]
             if edges and any(differentiable(t.dtype) for t in op.inputs):
+                region = _region(xs, y, op, any_path)
                 blockers.append(Blocker(
                     op.name, op.type,
                     f"turns floats into {edges[0].dtype.name} ({edges[0].name}): TensorFlow never backpropagates "
                     "through integer or bool tensors, so no override upstream of it fires",
-                    _bypass_fix(context.path, xs, y, op, any_path),
+                    ": ".join(bypass_advice(context.path, region[0], region[1], None)) if region else (
+                        "no rewrite carries a gradient through this edge; keep the path in floats (e.g. Round "
+                        "instead of Cast to int, with --op Round=ste)"),
+                    tuple(t.name for t in region),
                 ))
     return blockers
 
@@ -91,60 +95,26 @@ def _reached_without_stopping(y: Any, ops: set) -> set:
     return seen
 
 
-def _bypass_fix(path: str, xs, y, edge, any_path) -> str:
-    """The ready ``graphgrad bypass`` across the region that ``edge`` (an op turning
-    floats into integers) opens: from the x it is computed from, to the first float
-    tensor after it from which a float path leads to y (the defence's output)."""
-    source = next((x for x in xs if edge in between([x], y, only_differentiable=False)), None)
+def _region(xs: list, y: Any, edge: Any, any_path: set) -> tuple:
+    """The smallest region an integer ``edge`` opens, as ``(start, end)`` tensors: the
+    float tensor on the path the edge reads (before the roundings that feed it), and
+    the first float tensor after it from which a float path leads to y; () where
+    there is none."""
+    start = next((t for t in edge.inputs if differentiable(t.dtype) and (t.op in any_path or any(t is x for x in xs))),
+                 None)
+    while start is not None and start.op.type in NONE_GRADIENT | ZERO_GRADIENT and start.op.inputs:
+        start = start.op.inputs[0]  # a rounding just before the cast: part of the region, else it blocks the bypass
     seen, queue = {edge}, [c for t in edge.outputs for c in t.consumers() if c in any_path]
-    while queue and source is not None:
+    while queue and start is not None:
         op = queue.pop(0)
         if op in seen:
             continue
         seen.add(op)
         for output in op.outputs:
             if floating(output.dtype) and (output is y or y.op in between([output], y, only_differentiable=True)):
-                return _across(path, source, rescaled(output, y))
+                return start, output
         queue += [c for t in op.outputs for c in t.consumers() if c in any_path]
-    return ("no rewrite carries a gradient through this edge; keep the path in floats "
-            "(e.g. Round instead of Cast to int, with --op Round=ste)")
-
-
-def _across(path: str, source: Any, end: Any) -> str:
-    """The bypass from ``source`` to ``end`` with the surrogate their shapes call for."""
-    shapes = [None if t.shape.rank is None else [-1 if d is None else d for d in t.shape.as_list()]
-              for t in (source, end)]
-    surrogate = region_surrogate(*shapes)
-    command = f"graphgrad bypass {shlex.quote(path)} --from {source.name} --to {end.name}"
-    if surrogate == "identity":
-        return f"carry the gradient across the region as the identity (BPDA): {command} -o OUT"
-    if surrogate:
-        return (f"the region maps {shapes[0]} to {shapes[1]}, a thermometer encoding's shapes: carry the gradient "
-                f"across it through a soft one (BPDA): {command} --surrogate '{surrogate}' -o OUT")
-    return (f"the region maps {shapes[0]} to {shapes[1]}, which no built-in surrogate does: carry the gradient "
-            f"across it through your own differentiable approximation (BPDA): {command} --surrogate-graph G.pb "
-            "-o OUT")
-
-
-# Elementwise ops that a defence ends with to bring its values back to the input's
-# scale (x / 255 after a cast back to float): part of the region to bypass.
-_RESCALES = {"Mul", "RealDiv", "Div", "Sub", "Add", "AddV2", "Cast", "Identity", "Maximum", "Minimum", "ClipByValue"}
-
-
-def rescaled(tensor: Any, y: Any, among: Any = None) -> Any:
-    """``tensor`` followed through the elementwise ops by constants that rescale it
-    (its only use each time, of the ops ``among``: a set, or all), up to y: where the
-    region's values are back on the input's scale, so that the identity is the right
-    surrogate."""
-    while tensor is not y:
-        consumers = [op for op in tensor.consumers() if among is None or op in among]
-        if len(consumers) != 1 or consumers[0].type not in _RESCALES:
-            return tensor
-        op = consumers[0]
-        if any(t is not tensor and t.op.type != "Const" for t in op.inputs) or not floating(op.outputs[0].dtype):
-            return tensor
-        tensor = op.outputs[0]
-    return tensor
+    return ()
 
 
 class _Surrogate(NamedTuple):

@@ -45,7 +45,7 @@ from .loading import (
     tensorflow_says,
 )
 from .paths import ancestors, between, floating
-from .masking import masked_fix, where_usable_again
+from .masking import masked_fix, where_usable_again, with_fitted_bypasses
 from .randomness import random_ops
 from .run import Deadline, RunStopped, open_run, run_session
 from .targets import SummedSoftmax, summed_softmax, tensor_entry
@@ -151,8 +151,9 @@ def check_model(path: str, run_options: RunOptions = RunOptions(), options: Chec
         float_path = between(x_tensors, y_tensor, only_differentiable=True)
         surrogates = surrogates_in(graph)
         context = BlockerContext(unresolved, path, loaded_graph_def(model, chosen))
-        report.blockers = _clips_that_cover(find_blockers(x_tensors, y_tensor, float_path, surrogates, context),
-                                            run, feed)
+        found = find_blockers(x_tensors, y_tensor, float_path, surrogates, context)
+        report.blockers = _clips_that_cover(with_fitted_bypasses(found, graph, lambda fetches: run.evaluate(
+            fetches, feed), path), run, feed)
         report.intended_stops, report.shape_only = context.intended_stops, context.shape_only
         if not report.blockers:
             report.masked = _masked(run, report.gradients, x_tensors, differentiated, feed, path)
@@ -201,17 +202,16 @@ def _clips_that_cover(blockers: list, run: Any, feed: dict) -> list:
 def _masked(run: Any, gradients: list, x_tensors: list, y: Any, feed: dict, path: str) -> list:
     """Where each x's zero gradient comes back, when no op on the path is a blocker."""
     found = []
+
+    def values_of(fetches: list) -> list:
+        return run.evaluate(fetches, feed)
+
     for gradient, x in zip(gradients, x_tensors):
         if gradient.status != "zero" or gradient.why:
             continue
-        path_ops = between([x], y, only_differentiable=True)
-
-        def values_of(fetches: list) -> list:
-            return run.evaluate(fetches, feed)
-
-        usable = where_usable_again(run.graph, x, y, y, path_ops, values_of)
-        if usable is not None:
-            found.append(Masked(gradient.x, *masked_fix(path, x, usable, y, path_ops, values_of, "OUT")))
+        region = where_usable_again(run.graph, x, y, y, between([x], y, only_differentiable=True), values_of)
+        if region is not None:
+            found.append(Masked(gradient.x, *masked_fix(path, *region, values_of, "OUT")))
     return found
 
 

@@ -1,55 +1,64 @@
-"""Where a masked gradient comes back: the one analysis ``attack`` and ``check``
-share when dy/dx is zero (or not finite) by value, whatever op type masks it (a
-JPEG coding in a ``map_fn``, ``x - FloorMod(x, c)``, a ``Sign``): the tensor
-closest to x that every path from x to y goes through and whose gradient is usable
-there, which is where a bypass from x ends."""
+"""Where a gradient that is zero by value comes back, and the bypass that carries it
+there: the one analysis ``attack`` and ``check`` share, whatever op type masks it
+(a JPEG coding in a ``map_fn``, ``x - FloorMod(x, c)``, a cast to integers).
+
+The region to bypass is the smallest one: from the last tensor every path from x
+to y goes through whose gradient is still masked to the first one where it is
+usable again (or, at an integer edge, from the float tensor the edge reads to the
+first float tensor after it), so that everything around it keeps its own gradient
+and the identity is taken only across the non-differentiable part (a sign mask, a
+1 - x or a rescale after it keep their own gradients). A surrogate that changes the
+shape is proposed only where it goes the region's way at the run's values (BPDA's
+premise: g(x) close to f(x)); elsewhere the advice is the user's own g.
+"""
 
 import math
 import shlex
 from collections.abc import Callable
 from typing import Any
 
+from ..edits.surgery import region_surrogate
 from ..methods.pgd import MASKED_SHARE, usable_rows
 from ..names import NAMESPACE
-from .blockers import rescaled
 from .paths import override_on
 from .runtime import tensorflow, tf1_control_flow
 
+# An encoding's surrogate fits its region where their values correlate at least this much at the run's feed: a sign
+# step along its gradient then goes the region's way (not for an encoding that falls where the soft thermometer rises).
+FITS = 0.5
+
 
 def where_usable_again(graph: Any, x: Any, y: Any, loss: Any, path_ops: set,
-                       values_of: Callable[[list], list]) -> Any:
-    """The tensor closest to ``x`` that every path from x to ``y`` (along ``path_ops``)
-    goes through and at which the gradient of ``loss`` is usable on most rows, as
-    ``values_of(fetches)`` computes it; None where none is. A bypass from x ends at
-    :func:`region_end` of it."""
+                       values_of: Callable[[list], list]) -> tuple[Any, Any] | None:
+    """``(start, usable)``: the tensor closest to ``x`` that every path from x to ``y``
+    (along ``path_ops``) goes through and at which the gradient of ``loss`` is usable
+    on most rows, as ``values_of(fetches)`` computes it, and the last such tensor
+    before it whose gradient is not (x itself where none is); None where none is usable."""
     tf = tensorflow()
     order = [op for op in graph.get_operations() if op in path_ops and op is not y.op]
-    cuts = [op for op in order if op.outputs and op.outputs[0].dtype.is_floating and op.outputs[0].shape.rank
-            and op.outputs[0].shape[0] in (None, x.shape[0]) and not _reaches_around(x.op, y.op, op, path_ops)]
+    cuts = [op.outputs[0] for op in order if op.outputs and op.outputs[0].dtype.is_floating
+            and op.outputs[0].shape.rank and op.outputs[0].shape[0] in (None, x.shape[0])
+            and not _reaches_around(x.op, y.op, op, path_ops)]
     if not cuts:
         return None
     with graph.as_default(), tf1_control_flow(graph):
-        gradients = tf.compat.v1.gradients(loss, [op.outputs[0] for op in cuts])
+        gradients = tf.compat.v1.gradients(loss, cuts)
     fetched = [g for g in gradients if g is not None]
     values = iter(values_of(fetched) if fetched else [])
-    for op, g in zip(cuts, gradients):
+    start = x
+    for cut, g in zip(cuts, gradients):
         if g is not None and usable_rows(next(values)).mean() > MASKED_SHARE:
-            return op.outputs[0]
+            return start, cut
+        start = cut
     return None
 
 
-def region_end(usable: Any, y: Any, path_ops: set) -> str:
-    """Where a bypass from x to the tensor ``usable`` ends: followed on through a
-    rescale by constants, where the region's values are back on the input's scale."""
-    return rescaled(usable, y, path_ops).name
-
-
-def masked_fix(path: str, x: Any, usable: Any, y: Any, path_ops: set, values_of: Callable[[list], list],
+def masked_fix(path: str, start: Any, usable: Any, values_of: Callable[[list], list],
                out: str) -> tuple[str, str, str]:
     """Where the gradient is usable again (the name a report gives), why it is zero
     before, and the command that restores it: an ``ste`` override that zeroes it past
     its clip (a hidden layer's sum of products is over 1) gets a clip covering its
-    input's values; else the bypass that carries it across the masking region (BPDA)."""
+    input's values; else the bypass from ``start`` to ``usable`` (:func:`bypass_advice`)."""
     spec = _overridden_ste(usable.op)
     if spec is not None:
         import numpy as np
@@ -60,10 +69,68 @@ def masked_fix(path: str, x: Any, usable: Any, y: Any, path_ops: set, values_of:
         return (usable.name, f"{usable.op.name}'s override {spec} zeroes it wherever |input| is over the clip, and "
                 f"its input reaches {reach:.4g} here",
                 f"graphgrad rewrite {shlex.quote(path)} --node '{usable.op.name}=ste(clip={clip})' --force -o {out}")
-    end = region_end(usable, y, path_ops)
-    return (end, "no op before it is a blocker by type (a codec, x - FloorMod(x, c), a rounding written in "
-            "arithmetic): carry the gradient across the region (BPDA)",
-            f"graphgrad bypass {shlex.quote(path)} --from {x.name} --to {end} -o {out}")
+    why, command = bypass_advice(path, start, usable, values_of, out)
+    return (usable.name, f"between {start.name} and it no op is a blocker by type (a codec, x - FloorMod(x, c), a "
+            f"rounding written in arithmetic): {why}", command)
+
+
+def bypass_advice(path: str, start: Any, end: Any, values_of: Callable[[list], list] | None,
+                  out: str = "OUT") -> tuple[str, str]:
+    """The bypass from ``start`` to ``end`` (tensors of the run's graph) as advice, and
+    why it is that one: with the built-in surrogate their shapes call for where it
+    approximates the region at the run's values (``values_of``; None: by the shapes
+    alone), else the user's own g."""
+    shapes = [_listed(start), _listed(end)]
+    surrogate = region_surrogate(*shapes)
+    command = f"graphgrad bypass {shlex.quote(path)} --from {start.name} --to {end.name}"
+    agreement = None
+    if surrogate:
+        # the identity across a region of one shape is BPDA's own choice, whatever feed a run has (check's random one
+        # may lie outside the model's domain); an encoding's surrogate must go its way
+        agreement = 1.0 if surrogate == "identity" or not values_of else _agreement(surrogate, *values_of([start, end]))
+        if agreement >= FITS:
+            if surrogate == "identity":
+                return "carry the gradient across the region as the identity (BPDA)", f"{command} -o {out}"
+            return (f"the region maps {shapes[0]} to {shapes[1]}, a thermometer encoding's shapes, and a soft one "
+                    "approximates it: carry the gradient across it through that (BPDA)",
+                    f"{command} --surrogate '{surrogate}' -o {out}")
+    why = (f"{surrogate}'s values correlate {agreement:.2f} with the region's here, under {FITS}: no approximation"
+           if surrogate else
+           f"it maps {shapes[0]} to {shapes[1]}, which no built-in surrogate does")
+    return (f"carry the gradient across the region through your own differentiable approximation g of it (BPDA; "
+            f"{why})", f"{command} --surrogate-function FILE.py:NAME -o {out}")
+
+
+def with_fitted_bypasses(blockers: list, graph: Any, values_of: Callable[[list], list], path: str) -> list:
+    """``blockers``, each bypass fix (:attr:`Blocker.region`) checked against the
+    region's values at the run's feed: its surrogate kept where it approximates the
+    region, else the advice to write one's own."""
+    from dataclasses import replace
+
+    fitted = []
+    for blocker in blockers:
+        if blocker.region:
+            start, end = (graph.get_tensor_by_name(name) for name in blocker.region)
+            blocker = replace(blocker, fix=": ".join(bypass_advice(path, start, end, values_of)))
+        fitted.append(blocker)
+    return fitted
+
+
+def _agreement(surrogate: str, start: Any, end: Any) -> float:
+    """The correlation of the thermometer ``surrogate``'s values on ``start``'s with
+    ``end``'s, entry by entry (0 where either is constant or their sizes differ)."""
+    import numpy as np
+
+    start, end = np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64)
+    levels = int(surrogate.split("=")[1].rstrip(")"))  # as gradients/surrogates.py computes it
+    h = 1 / (1 + np.exp(-(start[..., None] - np.arange(levels) / levels) / 0.05))
+    if h.size != end.size or h.size < 2 or np.std(h) == 0 or np.std(end) == 0:
+        return 0.0
+    return float(np.corrcoef(h.reshape(-1), end.reshape(-1))[0, 1])
+
+
+def _listed(tensor: Any) -> list | None:
+    return None if tensor.shape.rank is None else [-1 if d is None else d for d in tensor.shape.as_list()]
 
 
 def _overridden_ste(op: Any) -> str | None:
