@@ -17,6 +17,7 @@ from graphgrad.cli import main
 from graphgrad.errors import UsageError
 from graphgrad.methods import algorithms
 from graphgrad.methods.batching import Batching
+from graphgrad.methods.adaptive import adaptive_integral
 from graphgrad.methods.pgd import Budget, pgd
 from graphgrad.methods.registry import CATALOGUE, ENTRIES, KINDS, REGISTRY, parse_method
 
@@ -81,32 +82,69 @@ def test_the_midpoint_rule_integrates_a_polynomial_to_its_rule_error():
     np.testing.assert_allclose(attributions.sum(axis=1), exact, rtol=1e-4)
 
 
-def test_refining_doubles_steps_until_each_rows_gap_is_under_the_tolerance_keeping_every_point():
+def _both(gradient_at, output_at, calls):
+    def both_at(points, origins):
+        calls.append(len(points))
+        return gradient_at(points, origins), output_at(points, origins)
+    return both_at
+
+
+def test_refining_keeps_every_point_and_meets_the_tolerance_on_a_cubic():
     rows, base = np.array([[1.0, -2.0], [0.1, 0.1]]), np.zeros((2, 2))
     calls = []
-    gradient, output_at = _cubic(rows, np.array([1.0, 0.5]))
-
-    def gradient_at(points, origins):
-        calls.append(len(points))
-        return gradient(points, origins)
-
+    gradient_at, output_at = _cubic(rows, np.array([1.0, 0.5]))
     differences = output_at(rows, None) - output_at(base, None)
-    refined = algorithms.refined_integral(rows, base, differences, 2, 1e-3, 1024, Batching(64, False), gradient_at,
-                                          np.arange(2))
+    refined = adaptive_integral(rows, base, differences, 2, 1e-3, 1024, Batching(64, False),
+                                _both(gradient_at, output_at, calls), np.arange(2))
     sums = refined.attributions.sum(axis=1)
     assert refined.met and (np.abs(sums - differences) / np.abs(differences) <= 1e-3).all()
-    # on f = sum(w x^3) the trapezoid rule's gap is 1/(2 n^2) of the difference: 1e-3 needs n = 32 (from 2)
-    assert refined.steps.tolist() == [32, 32]
+    # on f = sum(w x^3) the trapezoid rule's gap is 1/(2 n^2) of the difference, the same everywhere on the path:
+    # 1e-3 needs n = 32 (from 2), every segment doubled alike
+    assert refined.steps.tolist() == [33, 33]
     assert refined.evaluations == sum(calls) == 2 * (32 + 1)  # n + 1 gradients a row: no point computed twice
 
 
-def test_refining_stops_at_the_step_budget_and_says_so():
-    rows, base = np.array([[1.0, -2.0]]), np.zeros((1, 2))
-    gradient_at, output_at = _cubic(rows, np.array([1.0, 0.5]))
+def _power(power):
+    """f(x) = x^power of one entry: nearly all of its change near the end of the path
+    from 0 to 1, where the trapezoid rule overestimates it (no error cancels another)."""
+    def gradient_at(points, _):
+        return power * points ** (power - 1)
+
+    def output_at(points, _):
+        return points[:, 0] ** power
+    return gradient_at, output_at
+
+
+def test_refining_spends_the_evaluations_where_the_error_is():
+    """A change concentrated at the end of the path: refining where the error is takes
+    a fraction of the gradients that doubling every step everywhere takes."""
+    rows, base = np.ones((1, 1)), np.zeros((1, 1))
+    gradient_at, output_at = _power(30)
     differences = output_at(rows, None) - output_at(base, None)
-    refined = algorithms.refined_integral(rows, base, differences, 2, 1e-9, 32, Batching(64, False), gradient_at,
-                                          np.arange(1))
-    assert not refined.met and refined.steps.tolist() == [32] and refined.gaps[0] > 1e-9
+    refined = adaptive_integral(rows, base, differences, 8, 1e-4, 4096, Batching(64, False),
+                                _both(gradient_at, output_at, []), np.arange(1))
+    assert refined.met and refined.gaps[0] <= 1e-4
+    uniform = 8
+    while True:  # the uniform trapezoid rule's steps for the same gap, doubling from the same start
+        alphas = np.linspace(0, 1, uniform + 1)[:, None]
+        values = gradient_at(alphas, None)[:, 0]
+        total = (values[:-1] + values[1:]).sum() / 2 / uniform
+        if abs(total - differences[0]) / abs(differences[0]) <= 1e-4:
+            break
+        uniform *= 2
+    assert refined.evaluations < (uniform + 1) / 2, (refined.evaluations, uniform + 1)
+    assert refined.error.shape == rows.shape and refined.error[0, 0] < 1e-2
+
+
+def test_refining_spends_the_budget_as_given_and_says_the_row_is_over():
+    rows, base = np.ones((1, 1)), np.zeros((1, 1))
+    gradient_at, output_at = _power(300)
+    differences = output_at(rows, None) - output_at(base, None)
+    calls = []
+    refined = adaptive_integral(rows, base, differences, 8, 1e-9, 100, Batching(64, False),
+                                _both(gradient_at, output_at, calls), np.arange(1))
+    assert not refined.met and refined.gaps[0] > 1e-9
+    assert 90 <= refined.evaluations == sum(calls) <= 100  # spent, not stopped at the last power of two
 
 
 def test_no_function_of_the_attribution_code_is_over_sixty_lines():

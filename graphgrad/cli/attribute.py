@@ -52,10 +52,12 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
               show_default=True, help="How --noise joins the samples: SmoothGrad, SmoothGrad-squared or VarGrad.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --noise: the same seed, the same bits.")
 @click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), metavar="FRACTION",
-              help="Path integrals (integrated_gradients): double each row's steps, keeping the points computed, "
-              "until |sum - (f(x) - f(baseline))| is at most FRACTION of |f(x) - f(baseline)| (e.g. 0.01).")
+              help="Path integrals (integrated_gradients): refine each row's path where its error is largest, "
+              "keeping the points computed, until |sum - (f(x) - f(baseline))| is at most FRACTION of "
+              "|f(x) - f(baseline)| (e.g. 0.01).")
 @click.option("--max-steps", type=click.IntRange(1), default=DEFAULT_MAX_STEPS, show_default=True,
-              help="With --tolerance: the most steps a row may take; a row still over it is reported.")
+              help="With --tolerance: each row's budget of gradient evaluations, spent as given; a row still over "
+                   "the tolerance is reported.")
 @options.run_options
 def attribute_command(model, method_text, layer, input_path, x, y, target_text, baseline, out, image, allow_uncovered,
                       noise, noise_aggregate, seed, tolerance, max_steps, feeds, tags, checkpoint, allow_effects,
@@ -137,19 +139,21 @@ def _render(report, model: str, out: str, image: str | None) -> None:
 
 
 def _render_completeness(report) -> None:
-    """Each row's sum against f(x) - f(baseline), its gap, and for a refined path integral its steps."""
+    """Each row's sum against f(x) - f(baseline), its gap, and for a refined path
+    integral its gradient evaluations and error estimate."""
     refined = report.refinement
     echo("  completeness (attributions sum against f(x) - f(baseline)):")
-    rows = [["row", "sum", "f(x) - f(baseline)", "gap"] + (["steps"] if refined else [])] + [
+    rows = [["row", "sum", "f(x) - f(baseline)", "gap"] + (["evaluations", "error"] if refined else [])] + [
         [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}", percent(c.gap)]
-        + ([str(c.steps)] if refined else []) for c in report.completeness]
+        + ([str(c.steps), f"{c.error:.3g}"] if refined else []) for c in report.completeness]
     echo(*table(rows, indent="    "))
     if refined:
         over = [c for c in report.completeness if c.gap > refined.tolerance]
         verdict = ("every row's gap is at most" if refined.met else
-                   f"row(s) {', '.join(str(c.row) for c in over)} stopped at {max(c.steps for c in over)} steps (the "
-                   f"next doubling is past --max-steps {refined.max_steps}) with a gap over")
-        echo(f"  {verdict} {percent(refined.tolerance)}; {refined.evaluations} gradient evaluations")
+                   f"row(s) {', '.join(str(c.row) for c in over)} spent their budget of --max-steps "
+                   f"{refined.max_steps} gradient evaluations with a gap over")
+        echo(f"  {verdict} {percent(refined.tolerance)}; {refined.evaluations} gradient evaluations in all (error: "
+             "the largest change of one attribution in the last refinement)")
 
 
 def percent(fraction: float) -> str:

@@ -9,7 +9,6 @@ target it takes) and runs it in batches of ``batching``, so the explainer
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,54 +63,6 @@ def midpoint_integral(inputs: Any, base: Any, steps: int, batching: Batching, gr
     alphas = (np.arange(steps) + 0.5) / steps
     total = summed_gradients(inputs, base, np.arange(len(inputs)), alphas, batching, gradient_at, origin)
     return (total / steps * (inputs - base)).astype(inputs.dtype)
-
-
-@dataclass
-class Refined:
-    """A path integral refined to a tolerance: the attributions, each row's steps
-    and gap, the gradient evaluations spent, whether every gap is under the tolerance."""
-
-    attributions: Any
-    steps: Any
-    gaps: Any
-    evaluations: int
-    met: bool
-
-
-def refined_integral(inputs: Any, base: Any, differences: Any, steps: int, tolerance: float, max_steps: int,
-                     batching: Batching, gradient_at: Callable, origin: Any) -> Refined:
-    """Integrated gradients by the trapezoid rule, each row's steps doubled until its
-    completeness gap (|sum - (f(x) - f(base))| over |f(x) - f(base)|) is at most
-    ``tolerance``, or its steps would pass ``max_steps``. Doubling keeps every point
-    already computed (the new points are the old intervals' midpoints), so a row
-    that needs n steps costs n + 1 gradients, whatever it took to get there."""
-    rows = np.arange(len(inputs))
-    ends = summed_gradients(inputs, base, rows, np.array([0.0, 1.0]), batching, gradient_at, origin) / 2
-    inner = summed_gradients(inputs, base, rows, np.arange(1, steps) / steps, batching, gradient_at, origin)
-    sums = ends + inner  # the trapezoid rule's sum, before dividing by the steps
-    counts = np.full(len(inputs), steps)
-    evaluations = len(inputs) * (steps + 1)
-    delta = np.asarray(inputs - base, dtype=np.float64)
-
-    def gaps() -> Any:
-        totals = (sums / counts.reshape((-1,) + (1,) * (inputs.ndim - 1)) * delta).reshape(len(inputs), -1).sum(1)
-        missing = np.abs(totals - differences)
-        return np.where(differences != 0, missing / np.where(differences != 0, np.abs(differences), 1), missing)
-
-    gap = gaps()
-    while True:
-        active = rows[(gap > tolerance) & (counts * 2 <= max_steps)]
-        if not len(active):
-            break
-        for current in np.unique(counts[active]):  # rows at the same steps share their new points
-            group = active[counts[active] == current]
-            alphas = (np.arange(current) + 0.5) / current
-            sums[group] += summed_gradients(inputs, base, group, alphas, batching, gradient_at, origin)
-            counts[group] *= 2
-            evaluations += int(len(group) * current)
-        gap = gaps()
-    attributions = (sums / counts.reshape((-1,) + (1,) * (inputs.ndim - 1)) * delta).astype(inputs.dtype)
-    return Refined(attributions, counts, gap, evaluations, bool((gap <= tolerance).all()))
 
 
 def over_background(kind_deeplift: bool, samples: int, seed: int, inputs: Any, background: Any,

@@ -10,7 +10,7 @@ from ..errors import UsageError
 from .registry import Method
 
 DEFAULT_TIMEOUT = 300.0  # seconds all of a call's runs may take together, loading included (as check's)
-DEFAULT_MAX_STEPS = 1024  # a path integral refined to a tolerance stops at this many steps a row
+DEFAULT_MAX_STEPS = 1024  # a path integral refined to a tolerance spends at most this many gradients a row
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,13 @@ class AttributeOptions:
 @dataclass
 class RowCheck:
     """Completeness of one row: the attributions' sum against f(x) - f(baseline),
-    and the steps its path integral took (0 for the methods that take none)."""
+    and the gradient evaluations its path integral took (0 for the methods that take none)."""
 
     row: int
     attribution_sum: float
     output_difference: float
-    steps: int = 0
+    steps: int = 0  # refined to a tolerance: the gradient evaluations the row took
+    error: float = 0.0  # refined: the largest change of one attribution in the last round (an error estimate)
 
     @property
     def gap(self) -> float:
@@ -151,7 +152,8 @@ class RowCheck:
 @dataclass
 class Refinement:
     """How a path integral refined to a tolerance ended: ``met`` (every row's gap
-    under ``tolerance``) or stopped at ``max_steps``; gradient ``evaluations`` in all."""
+    under ``tolerance``) or a row's budget of ``max_steps`` gradient evaluations
+    spent first; ``evaluations`` in all."""
 
     tolerance: float
     max_steps: int

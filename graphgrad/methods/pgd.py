@@ -203,25 +203,8 @@ def checklist(images: Any, labels: Any, budget: Budget, outcome: Outcome, gradie
     rows = slice(0, min(PROBE_ROWS, len(images)))
     probe_steps = min(budget.steps, PROBE_STEPS)
     full = float(outcome.attacked_correct[rows].mean())
-    slope = _slope_ratio(images[rows], labels[rows], budget, gradient_at, scores_at)
-    follows = not slope > SLOPE_LIMIT
-    items.append(CheckItem("slope", follows,
-                           f"one step along the gradient changes the loss {slope:.3g} times what the gradient says "
-                           "(the median of the first images)"
-                           + ("" if follows else ": the gradient is not the loss's slope (a masked gradient with a "
-                              "tiny or scrambled part left); bypass the defence (BPDA)")))
-    # the same steps along random directions, each image's most adversarial kept: what a gradient that only looks
-    # usable (its signs scrambled, a defence's reversed or hashed backward pass) does no better than
-    directions = np.random.default_rng(budget.seed + 2)
-    walk = _probe(images[rows], labels[rows], replace(budget, steps=probe_steps, step_size=None, keep="best"),
-                  lambda points, _: directions.standard_normal(points.shape), scores_at)
-    clean = float(outcome.clean_correct[rows].mean())
-    led = walk >= full + WALK_MARGIN or walk >= clean - WALK_IDLE
-    items.append(CheckItem("walk", led,
-                           f"random steps of the same budget leave {walk:.0%} of the first images correct, the "
-                           f"attack {full:.0%}"
-                           + ("" if led else ": the gradient leads the attack no better than random directions "
-                              "(obfuscated); bypass the defence (BPDA), or give --eot for a randomised one")))
+    items += _direction_checks(images[rows], labels[rows], budget, full, float(outcome.clean_correct[rows].mean()),
+                               gradient_at, scores_at)
     half = _probe(images[rows], labels[rows], replace(budget, eps=budget.eps / 2, steps=probe_steps,
                                                        step_size=None), gradient_at, scores_at)
     items.append(CheckItem("eps", half >= full - 0.05,
@@ -238,6 +221,31 @@ def checklist(images: Any, labels: Any, budget: Budget, outcome: Outcome, gradie
                            f"(chance {chance:.0%})"
                            + ("" if unbounded <= chance + 0.1 else ": the gradient leads nowhere, whatever the "
                               "budget (masked or obfuscated); bypass the defence (BPDA)")))
+    return items
+
+
+def _direction_checks(images: Any, labels: Any, budget: Budget, attacked: float, clean: float,
+                      gradient_at: Callable, scores_at: Callable) -> list[CheckItem]:
+    """Whether the gradient is the loss's slope, and leads the attack better than
+    random directions do (on the first rows: ``attacked`` and ``clean``, their accuracy)."""
+    slope = _slope_ratio(images, labels, budget, gradient_at, scores_at)
+    follows = not slope > SLOPE_LIMIT
+    items = [CheckItem("slope", follows,
+                       f"one step along the gradient changes the loss {slope:.3g} times what the gradient says (the "
+                       "median of the first images)"
+                       + ("" if follows else ": the gradient is not the loss's slope (a masked gradient with a tiny or "
+                          "scrambled part left); bypass the defence (BPDA)"))]
+    # the same steps along random directions, each image's most adversarial kept: what a gradient that only looks
+    # usable (its signs scrambled, a defence's reversed or hashed backward pass) does no better than
+    directions = np.random.default_rng(budget.seed + 2)
+    walk = _probe(images, labels, replace(budget, steps=min(budget.steps, PROBE_STEPS), step_size=None, keep="best"),
+                  lambda points, _: directions.standard_normal(points.shape), scores_at)
+    led = walk >= attacked + WALK_MARGIN or walk >= clean - WALK_IDLE
+    items.append(CheckItem("walk", led,
+                           f"random steps of the same budget leave {walk:.0%} of the first images correct, the "
+                           f"attack {attacked:.0%}"
+                           + ("" if led else ": the gradient leads the attack no better than random directions "
+                              "(obfuscated); bypass the defence (BPDA), or give --eot for a randomised one")))
     return items
 
 

@@ -25,6 +25,7 @@ from ..graph.model import GRAPHDEF, Model
 from ..gradients.spec import parse_spec
 from ..names import TWIN_PREFIX
 from ..methods import algorithms
+from ..methods.adaptive import adaptive_integral
 from ..methods.batching import Batching, in_batches
 from ..methods.options import (
     ArgumentNames,
@@ -427,20 +428,23 @@ class Explainer:
                                                                     times_input)
 
     def _refined(self, inputs: Any, base: Any, batching: Batching, runs: "Runs", report: AttributionReport) -> Any:
-        """Integrated gradients with each row's steps doubled to the tolerance."""
+        """Integrated gradients refined to the tolerance by adaptive quadrature (each row within its budget)."""
+        import numpy as np
+
         options, tolerance = self.options, self.options.tolerance
         assert tolerance is not None, "refined only to a tolerance"
         differences = self._differences(inputs, base, None, batching, runs)
         try:
-            refined = algorithms.refined_integral(inputs, base, differences, options.method.value("steps"), tolerance,
-                                                  options.max_steps, batching, runs.gradient_at, _origins(inputs))
-        except RunStopped as stopped:  # say what took the time: the doubling, up to --max-steps per row
-            raise RunStopped(f"{stopped} (refining to the tolerance {tolerance:g}: each row's steps double up to "
-                             f"{options.max_steps}, as many gradients; give a larger tolerance, a smaller "
+            refined = adaptive_integral(inputs, base, differences, options.method.value("steps"), tolerance,
+                                        options.max_steps, batching, runs.gradient_and_output_at, _origins(inputs))
+        except RunStopped as stopped:  # say what took the time: the refinement, up to max-steps gradients a row
+            raise RunStopped(f"{stopped} (refining {len(inputs)} row(s) to the tolerance {tolerance:g}, each up to "
+                             f"{options.max_steps} gradient evaluations: give a larger tolerance, a smaller "
                              "max-steps, or more time)") from None
         sums = algorithms.row_sums(refined.attributions)
-        report.completeness = [RowCheck(row, float(s), float(d), int(n)) for row, (s, d, n) in enumerate(
-            zip(sums, differences, refined.steps))]
+        errors = refined.error.reshape(len(inputs), -1).max(axis=1) if refined.error.size else np.zeros(len(inputs))
+        report.completeness = [RowCheck(row, float(s), float(d), int(n), float(e)) for row, (s, d, n, e) in enumerate(
+            zip(sums, differences, refined.steps, errors))]
         report.refinement = Refinement(tolerance, options.max_steps, refined.met, refined.evaluations)
         return refined.attributions
 
@@ -482,6 +486,15 @@ class Runs:
         if self.targets is not None and origins is not None:
             fed[self.row_targets] = self.targets[origins]
         return explainer.run.evaluate(fetch, fed, self.until)
+
+    def gradient_and_output_at(self, value: Any, origins: Any) -> tuple[Any, Any]:
+        """Each point's gradient and its output (summed per row), from one run."""
+        import numpy as np
+
+        gradient, output = self.evaluate([self.gradient, self.output], value, origins)
+        gradient = gradient[None] if self.explainer.one_example else gradient  # an example: x's shape
+        values = np.asarray(output, dtype=np.float64)
+        return gradient, values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
 
     def gradient_at(self, value: Any, origins: Any) -> Any:
         twin = self.explainer.twin_x
