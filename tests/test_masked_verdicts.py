@@ -258,7 +258,11 @@ def test_after_a_bypass_check_and_show_agree_that_nothing_blocks(tmp_path):
     run_cli("show", bypassed, "--y", "classifier/logits", "-o", tmp_path / "shown.dot")
     blocker_colour = "#d62728"  # what show and check --html fill a blocker with
     assert blocker_colour not in (tmp_path / "checked.html").read_text()
-    assert blocker_colour not in (tmp_path / "shown.dot").read_text()
+    shown = (tmp_path / "shown.dot").read_text()
+    assert blocker_colour not in shown
+    # the bypass one box saying what it is, not the stop-gradient arithmetic it is made of
+    boxes = [line for line in shown.splitlines() if "graphgrad_bypass" in line and "->" not in line]
+    assert len(boxes) == 1 and 'label="bypass from x' in boxes[0], boxes
     run_cli("check", fixture("digits_bit_depth.pb"), "--y", "classifier/logits", "--html", tmp_path / "before.html",
             expect=1)
     assert blocker_colour in (tmp_path / "before.html").read_text()  # before the bypass, it is drawn

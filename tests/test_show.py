@@ -2,6 +2,7 @@
 browser opens offline (the page rendered in headless Chromium, its pixels and DOM
 looked at); bad input in one line, nothing written."""
 
+import html
 import io
 import json
 import os
@@ -135,11 +136,14 @@ def test_every_marks_legend_is_laid_out_whatever_its_meaning_holds():
     CustomGradient-<n>) is escaped, not a syntax error of dot's."""
     from graphgrad.jobs.folding import View
     from graphgrad.jobs.graphviz import layout
-    from graphgrad.jobs.show import MARKS, to_dot
+    from graphgrad.jobs.show import MARKS, legend_words, to_dot
 
     view = View("", nodes={mark: ("Op", mark, mark, mark) for mark in MARKS})
     svg = layout([to_dot(view)])[0]
-    assert 'id="legend"' in svg and all(f">{mark}</text>" in svg for mark in MARKS)
+    # each mark's meaning readable without hovering: "blocker: the gradient stops here"
+    shown = html.unescape(svg)  # dot writes "-" as &#45;
+    assert 'id="legend"' in svg and all(f">{legend_words(mark)}</text>" in shown for mark in MARKS)
+    assert ">blocker: the gradient stops here</text>" in shown
 
 
 @needs_graphviz
@@ -178,6 +182,7 @@ def test_the_page_as_a_browser_shows_it(tmp_path):
     for name in BINARY_PATH:
         assert dom.count(f'id="node:{name}"') == 1 and f"<title>{name}</title>" in dom
     assert 'id="legend:blocker"' in dom and 'id="search"' in dom
+    assert ">blocker: the gradient stops here</span>" in dom  # what a colour means, without hovering
     assert os.path.getsize(page) < 5 << 20
 
 

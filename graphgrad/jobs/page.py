@@ -116,14 +116,15 @@ def to_html(pictures: list, title: str, legend: Iterable[tuple], results: Iterab
     name over every picture that moves the view to each match in turn
     (``#search=NAME`` in the address too; ``#open=SCOPE`` opens a folded box), no
     fetch. ``legend`` is ``(mark, colour,
-    text colour, meaning)`` of each mark drawn; ``results``, ``(line, node)`` of what
+    text colour, meaning, what its chip says)`` of each mark drawn; ``results``, ``(line, node)`` of what
     check found, in a column beside the picture, each line about a node a link to its
     box."""
     lines = "".join(f'<div class="finding" data-node="{html.escape(node)}">{html.escape(line)}</div>' if node
                     else f"<div>{html.escape(line)}</div>" for line, node in results)
     panel = f'<div id="results">{lines}</div>' if lines else ""
     chips = "".join(f'<span class="chip" id="legend:{mark}" title="{html.escape(meaning)}" style="background: '
-                    f'{colour}; color: {text}">{mark}</span>' for mark, colour, text, meaning in legend)
+                    f'{colour}; color: {text}">{html.escape(shown)}</span>'
+                    for mark, colour, text, meaning, shown in legend)
     (_, whole), *inside = pictures
     names: dict = {}
     for view, _ in pictures:

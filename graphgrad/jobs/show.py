@@ -39,11 +39,16 @@ MARKS = {
     "dangling": ("#8c564b", "an override no process can resolve (tf.custom_gradient's CustomGradient-<n>)"),
     "override": ("#1f77b4", "a gradient override (_gradient_op_type)"),
     "surrogate": ("#2ca02c", "an --embed surrogate or an inserted gradient"),
-    "bypass": ("#9467bd", "a bypass (BPDA): the region's gradient goes around it"),
+    "bypass": ("#9467bd", "the region's gradient carried around it (a bypass, BPDA)"),
     "intended": ("#7f7f7f", "stopped on purpose (tf.nn.moments' StopGradient)"),
     "scope": ("#bcbd22", "a name scope folded into one box"),
     "run": ("#dbdb8d", "a run of one op type folded into one box"),
 }
+
+
+def legend_words(mark: str) -> str:
+    """What a legend shows of ``mark`` without hovering: its name and meaning, short."""
+    return f"{mark}: {MARKS[mark][1].split(' (')[0].split(':')[0]}"
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,7 @@ def show_model(path: str, out: str, options: ShowOptions, findings: Findings | N
         write_chunks(out, [layout([to_dot(whole)], options.timeout)[0].encode()])
     else:
         svgs = layout([to_dot(view, legend=False) for view in views], options.timeout)
-        legend = [(mark, MARKS[mark][0], _text_colour(mark), MARKS[mark][1])
+        legend = [(mark, MARKS[mark][0], _text_colour(mark), MARKS[mark][1], legend_words(mark))
                   for mark in MARKS if any(mark in marks_used(view) for view in views)]
         page = to_html(list(zip(views, svgs)), path, legend, findings.results if findings else ())
         write_chunks(out, [page.encode()])
@@ -223,7 +228,26 @@ def path_picture(graph_def: Any, options: ShowOptions) -> Picture:
         picture.edges |= {(source, name) for source in inputs[name] if source in on_path}
         _draw_body(picture, name, [source if source in on_path else None for source in inputs[name]],
                    called_function(node.op, node.attr), library, saved, set())
+    _bypasses_as_boxes(picture, nodes)
     return picture
+
+
+def _bypasses_as_boxes(picture: Picture, nodes: dict) -> None:
+    """Each bypass drawn as one box saying what it is (its output's, named after it),
+    not as the stop-gradient arithmetic (and copied surrogate graph) it is made of."""
+    for output in [name for name in picture.nodes if name in nodes and BYPASS in nodes[name].attr]:
+        attrs = nodes[output].attr
+        group = attrs[GROUP].s
+        members = {name for name in picture.nodes if name != output and name in nodes
+                   and GROUP in nodes[name].attr and nodes[name].attr[GROUP].s == group}
+        source = attrs[BYPASS].s.decode("utf-8", "replace")
+        spec = attrs[EMBED_SPEC].s.decode("utf-8", "replace") if EMBED_SPEC in attrs else "identity"
+        picture.nodes[output] = (f"bypass from {source}", "bypass", f"{output}: a bypass (BPDA): the forward "
+                                 f"values of the region it ends, the gradient to {source} through {spec}")
+        for name in members:
+            del picture.nodes[name]
+        picture.edges = {(output if a in members else a, output if b in members else b) for a, b in picture.edges}
+        picture.edges = {(a, b) for a, b in picture.edges if a != b}
 
 
 def _draw_body(picture: Picture, call: str, sources: list, function: str, library: dict, saved: dict,
@@ -356,9 +380,10 @@ def to_dot(view: View, legend: bool = True) -> str:
         style = " [style=dashed]" if "|" in target and "|" not in source else ""
         lines.append(f"  {_quoted(source)} -> {_quoted(target)}{style};")
     used = marks_used(view)
-    if legend and used:  # one small box of coloured words, each with its meaning on hover
+    if legend and used:  # one small box of coloured words, each saying what it means (the whole of it on hover)
         cells = "".join(f'<TD ID="legend:{mark}" BGCOLOR="{MARKS[mark][0]}" TOOLTIP="{html.escape(MARKS[mark][1])}">'
-                        f'<FONT COLOR="{_text_colour(mark)}" POINT-SIZE="8">{mark}</FONT></TD>' for mark in used)
+                        f'<FONT COLOR="{_text_colour(mark)}" POINT-SIZE="8">{html.escape(legend_words(mark))}</FONT>'
+                        '</TD>' for mark in used)
         lines.append(f'  "legend:" [shape=plaintext, style="", id="legend", tooltip="what the colours mean", '
                      f'label=<<TABLE BORDER="0" CELLSPACING="2" CELLPADDING="2"><TR>{cells}</TR></TABLE>>];')
     lines.append("}")

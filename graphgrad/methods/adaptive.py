@@ -55,7 +55,8 @@ class _Segments:
         """The segments of ``row`` to double: the largest errors until half of the row's
         error, at least one, as many as ``budget`` new gradients allow."""
         errors = np.abs(self.errors()[row])
-        order, chosen, covered, spent = np.argsort(-errors, kind="stable"), [], 0.0, 0
+        order, covered, spent = np.argsort(-errors, kind="stable"), 0.0, 0
+        chosen: list[int] = []
         for segment in order:
             cost = int(self.intervals[row, segment])
             if spent + cost > budget:
