@@ -447,8 +447,8 @@ def test_a_batch_table_fits_100_columns_with_long_names_shortened_in_the_middle(
     result = run_cli("rewrite", "-r", zoo, "--op", "Sign=ste", "--dry-run")
     lines = result.stdout.splitlines()
     assert max(map(len, lines)) <= 100
-    [long_row] = [line for line in lines if "..." in line]
-    assert long_row.startswith(str(zoo)[:20]) and "history.pb" in long_row and "would change" in long_row
+    [long_row] = [line for line in lines if "history.pb" in line]  # (under pytest -n the short one is long too)
+    assert long_row.startswith(str(zoo)[:20]) and "..." in long_row and "would change" in long_row
 
 
 def test_the_batch_examples_of_the_docs_print_what_they_show(tmp_path, monkeypatch):
