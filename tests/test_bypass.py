@@ -260,6 +260,19 @@ def _soft(x):
     return tf.reshape(tf.sigmoid((x[..., None] - np.arange(5, dtype=np.float32) / 5) / 0.1), [-1, 4, 4, 10])
 
 
+def _soft_gradient(model, value):
+    """d logits / d x at ``value`` were the thermometer defence's encoding the soft one."""
+    from tf_helpers import gradients, load, tf, v1
+
+    [upstream] = gradients(load(model), "logits:0", "encoded:0", value)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(value["x:0"])
+        [wanted] = v1.gradients(_soft(x), x, grad_ys=tf.constant(upstream))
+        with v1.Session() as session:
+            return session.run(wanted)
+
+
 def test_a_surrogate_graph_is_copied_in_and_its_gradient_is_gs(tmp_path):
     """The user's g (a frozen GraphDef: one placeholder, one output of the region's
     shape), written into the model: the gradient is g's, the forward bits the
@@ -276,13 +289,7 @@ def test_a_surrogate_graph_is_copied_in_and_its_gradient_is_gs(tmp_path):
     result = run_cli("bypass", model, "--from", "x:0", "--to", "encoded:0", "--surrogate-graph", g, "-o", out)
     assert "bypassed encoded:0 to x:0" in result.stdout
     value = {"x:0": RNG.uniform(0, 1, (3, 4, 4, 2)).astype(np.float32)}
-    [upstream] = gradients(load(model), "logits:0", "encoded:0", value)
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.constant(value["x:0"])
-        [wanted] = v1.gradients(_soft(x), x, grad_ys=tf.constant(upstream))
-        with v1.Session() as session:
-            wanted = session.run(wanted)
+    wanted = _soft_gradient(model, value)
     [got] = gradients(load(out), "logits:0", "x:0", value)
     np.testing.assert_allclose(got, wanted, rtol=1e-5, atol=1e-6)
     with v1.Session(graph=load(model)) as session, v1.Session(graph=load(out)) as patched:
@@ -335,7 +342,7 @@ def test_a_surrogate_graph_bypass_cannot_use_is_refused_in_one_line(tmp_path, bu
 def test_a_python_surrogate_is_traced_into_the_file_and_loads_without_graphgrad(tmp_path):
     """--surrogate-function FILE.py:NAME: the user's g traced once and copied in; the
     gradient is g's in a graph imported by TensorFlow alone."""
-    from tf_helpers import gradients, load, tf, v1
+    from tf_helpers import gradients, tf, v1
 
     model = _thermometer_defence(tmp_path)
     module = tmp_path / "mine.py"
@@ -346,13 +353,7 @@ def test_a_python_surrogate_is_traced_into_the_file_and_loads_without_graphgrad(
     out = tmp_path / "bpda.pb"
     run_cli("bypass", model, "--from", "x:0", "--to", "encoded:0", "--surrogate-function", f"{module}:soft", "-o", out)
     value = {"x:0": RNG.uniform(0, 1, (3, 4, 4, 2)).astype(np.float32)}
-    [upstream] = gradients(load(model), "logits:0", "encoded:0", value)
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.constant(value["x:0"])
-        [wanted] = v1.gradients(_soft(x), x, grad_ys=tf.constant(upstream))
-        with v1.Session() as session:
-            wanted = session.run(wanted)
+    wanted = _soft_gradient(model, value)
     plain = tf.Graph()
     with plain.as_default():
         v1.import_graph_def(v1.GraphDef.FromString(out.read_bytes()), name="")
