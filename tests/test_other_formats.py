@@ -1,11 +1,22 @@
 """Model files that hold no TensorFlow graph, written by Keras and TensorFlow
 themselves: graphgrad says what each one is and where the graph is."""
 
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
 
 from tf_helpers import run_cli, tf
+
+# TensorFlow's TFLite converter runs in a process of its own: on TensorFlow 2.16 (with Keras 3.15) it aborts the
+# whole process (LLVM ERROR), which must not take the test run down with it.
+_CONVERT = """
+import sys, keras, tensorflow as tf
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+open(sys.argv[1], "wb").write(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+"""
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +28,11 @@ def other_formats(tmp_path_factory):
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
         model.save(folder / "model.h5")
         model.save(folder / "model.keras")
-        (folder / "model.tflite").write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+    converted = subprocess.run([sys.executable, "-c", _CONVERT, str(folder / "model.tflite")], capture_output=True,
+                               text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
+    if converted.returncode:
+        (folder / "tflite.failed").write_text(f"TensorFlow {tf.__version__}'s TFLite converter failed (exit "
+                                              f"{converted.returncode}): {converted.stderr.strip()[-300:]}")
     tf.train.Checkpoint(v=tf.Variable(1.0)).write(str(folder / "ckpt"))
     return folder
 
@@ -33,5 +48,7 @@ WHAT_EACH_IS = {
 
 @pytest.mark.parametrize("name, what", WHAT_EACH_IS.items(), ids=list(WHAT_EACH_IS))
 def test_a_file_of_another_format_is_named(other_formats, name, what):
+    if name == "model.tflite" and (other_formats / "tflite.failed").exists():
+        pytest.skip((other_formats / "tflite.failed").read_text())
     result = run_cli("ops", other_formats / name, expect=1)
     assert f"{other_formats / name} is not a TensorFlow graph file" in result.stderr and what in result.stderr
