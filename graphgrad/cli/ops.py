@@ -39,7 +39,8 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
     """
     summaries, failures = summarize_files(models, recursive, kind, functions)
     render_failures(failures)
-    statuses = [_grad_status(summary) if grad_status else None for summary in summaries]
+    statuses = [_grad_status(summary) if grad_status and summary.kind != "tflite" else None
+                for summary in summaries]
     if as_json:
         files = [to_jsonable(summary) | ({"grad_status": status} if status else {})
                  for summary, status in zip(summaries, statuses)]
@@ -57,7 +58,29 @@ def _grad_status(summary) -> dict:
         return gradient_status([count.op_type for count in summary.op_types])
 
 
+def _render_lite(summary) -> list[str]:
+    """A TensorFlow Lite model: its ends, signatures, op types and quantisation."""
+    lines = [f"{summary.path}  (TensorFlow Lite, schema version {summary.version}): {summary.subgraphs} "
+             f"subgraph(s), {summary.operators} operators"]
+    for label, ends in (("inputs", summary.inputs), ("outputs", summary.outputs)):
+        lines.append(f"  {label}: " + (", ".join(
+            f"{end.name} {end.dtype} {end.shape}" + (f" ({end.quantised})" if end.quantised else "")
+            for end in ends) or "none"))
+    for key, inputs, outputs in summary.signatures:
+        lines.append(f"  signature {key}: " + ", ".join(f"{name} = {tensor}" for name, tensor in inputs)
+                     + " -> " + ", ".join(f"{name} = {tensor}" for name, tensor in outputs))
+    lines += table([["op type", "operators"]] + [[op, str(count)] for op, count in sorted(summary.op_types.items())])
+    types = ", ".join(f"{dtype.lower()} {count}" for dtype, count in sorted(summary.tensor_types.items()))
+    lines.append(f"  tensors: {types}; quantised: {summary.quantised_tensors} ({summary.per_channel_tensors} "
+                 "per-channel)")
+    lines.append("  gradient overrides: none (a TensorFlow Lite model carries no gradients: rewrite, check, attribute "
+                 "and attack take the SavedModel or frozen graph it was converted from)")
+    return lines
+
+
 def _render(summary, status=None) -> list[str]:
+    if summary.kind == "tflite":
+        return _render_lite(summary)
     graphs = f", {summary.graphs} graphs" if summary.graphs > 1 else ""
     functions = (
         f", {summary.functions} functions ({summary.nodes_functions} nodes)" if summary.functions else ""

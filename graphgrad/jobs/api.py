@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..edits.apply import rewrite_reading
 from ..edits.rewrite import RewriteOptions, RewriteReport
+from ..files.tflite import tflite_summary_of
 from ..errors import GraphgradError, ModelWriteError, NothingSelectedError, UsageError
 from ..files.outputs import Output, model_files, refuse_outputs_over_inputs
 from ..files.writing import (
@@ -286,14 +287,16 @@ def summarize_file(path: str, kind: str | None = None, functions: bool = True) -
 
 
 def summarize_files(paths: Sequence[str], recursive: bool = False, kind: str | None = None,
-                    functions: bool = True) -> tuple[list["ModelSummary"], list[FileResult]]:
-    """Summaries of every model ``paths`` name, and a :class:`FileResult` with its
+                    functions: bool = True) -> tuple[list, list[FileResult]]:
+    """Summaries of every model ``paths`` name (a TensorFlow Lite model's a
+    :class:`~graphgrad.files.tflite.LiteSummary`), and a :class:`FileResult` with its
     error for each that failed (as a batch reports a failed file)."""
     items, problems = plan(paths, BatchOptions(recursive=recursive))
     summaries, failures = [], [FileResult(input=argument, error=message) for argument, message in problems]
     for item in items:
         try:
-            summaries.append(summarize_file(item.path, kind, functions))
+            lite = tflite_summary_of(item.path) if kind in (None, "tflite") else None
+            summaries.append(lite or summarize_file(item.path, kind, functions))
         except GraphgradError as error:
             failures.append(FileResult(input=item.path, error=_with_path(item.path, error)))
     return summaries, failures

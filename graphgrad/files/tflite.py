@@ -1,0 +1,130 @@
+"""TensorFlow Lite models read without TensorFlow: a ``.tflite`` flatbuffer (found by
+its content, ``TFL3`` at bytes 4-8) summarised as ``ops`` shows it, through the
+``tflite`` package's code generated from TensorFlow Lite's schema (never a copy of
+the schema here). Nothing in the file is run.
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..errors import ModelReadError
+
+IDENTIFIER = b"TFL3"
+
+
+def is_tflite(data: bytes) -> bool:
+    """Whether ``data`` (a file's first bytes, at least 8) is a TensorFlow Lite flatbuffer."""
+    return data[4:8] == IDENTIFIER
+
+
+@dataclass(frozen=True)
+class LiteTensor:
+    """A subgraph's input or output: its name, dtype, shape (-1: any) and quantisation."""
+
+    name: str
+    dtype: str
+    shape: list
+    quantised: str = ""  # "int8, per-tensor" / "uint8, per-channel (axis 3)" / ""
+
+
+@dataclass
+class LiteSummary:
+    """What ``graphgrad ops`` says of a TensorFlow Lite model."""
+
+    path: str
+    version: int
+    subgraphs: int
+    operators: int
+    inputs: list = field(default_factory=list)  # LiteTensor, of the first subgraph
+    outputs: list = field(default_factory=list)
+    signatures: list = field(default_factory=list)  # (key, [(name, tensor)], [(name, tensor)])
+    op_types: dict = field(default_factory=dict)  # builtin op name (or CUSTOM:code) -> count, all subgraphs
+    tensor_types: dict = field(default_factory=dict)  # dtype -> tensors of it, all subgraphs
+    quantised_tensors: int = 0
+    per_channel_tensors: int = 0
+    kind: str = "tflite"
+
+
+def tflite_summary_of(path: str) -> "LiteSummary | None":
+    """The summary of the TensorFlow Lite model at ``path``, or None where the file is
+    none (a directory, or another kind of file)."""
+    import os
+
+    from .reading import SourceFile, read_file
+
+    if not os.path.isfile(path):
+        return None
+    with SourceFile(path) as source:
+        if not is_tflite(source.read(0, min(8, source.size))):
+            return None
+    return summarize_tflite(path, read_file(path))
+
+
+def summarize_tflite(path: str, data: bytes) -> LiteSummary:
+    """The summary of the TensorFlow Lite model ``data`` read from ``path``."""
+    try:
+        import tflite
+    except ImportError:
+        raise ModelReadError(f"{path} is a TensorFlow Lite model; reading one needs the tflite package (TensorFlow "
+                             "Lite's schema): pip install 'graphgrad[tflite]'") from None
+    try:
+        return _summary(tflite, path, data)
+    except Exception as error:  # noqa: BLE001  a flatbuffer that lies about its offsets fails anywhere inside
+        raise ModelReadError(f"{path} starts as a TensorFlow Lite model but its flatbuffer does not read "
+                             f"({type(error).__name__}): a truncated or damaged file") from None
+
+
+def _summary(tflite, path: str, data: bytes) -> LiteSummary:
+    model = tflite.Model.GetRootAs(data, 0)
+    names = {value: name for name, value in vars(tflite.TensorType).items() if not name.startswith("_")}
+    codes = [_op_name(tflite, model.OperatorCodes(index)) for index in range(model.OperatorCodesLength())]
+    op_types: Counter = Counter()
+    tensor_types: Counter = Counter()
+    quantised = per_channel = operators = 0
+    for index in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(index)
+        operators += graph.OperatorsLength()
+        op_types.update(codes[graph.Operators(op).OpcodeIndex()] for op in range(graph.OperatorsLength()))
+        for position in range(graph.TensorsLength()):
+            tensor = graph.Tensors(position)
+            tensor_types[names.get(tensor.Type(), str(tensor.Type()))] += 1
+            scales = tensor.Quantization().ScaleLength() if tensor.Quantization() is not None else 0
+            quantised += scales > 0
+            per_channel += scales > 1
+    summary = LiteSummary(path, model.Version(), model.SubgraphsLength(), operators, op_types=dict(op_types),
+                          tensor_types=dict(tensor_types), quantised_tensors=quantised,
+                          per_channel_tensors=per_channel)
+    if model.SubgraphsLength():
+        graph = model.Subgraphs(0)
+        summary.inputs = [_tensor(graph.Tensors(i), names) for i in graph.InputsAsNumpy()]
+        summary.outputs = [_tensor(graph.Tensors(i), names) for i in graph.OutputsAsNumpy()]
+    for index in range(model.SignatureDefsLength()):
+        signature = model.SignatureDefs(index)
+        graph = model.Subgraphs(signature.SubgraphIndex())
+        ends = [[(_text(end.Name()), _text(graph.Tensors(end.TensorIndex()).Name())) for end in
+                 (pick(i) for i in range(count))] for pick, count in
+                ((signature.Inputs, signature.InputsLength()), (signature.Outputs, signature.OutputsLength()))]
+        summary.signatures.append((_text(signature.SignatureKey()), ends[0], ends[1]))
+    return summary
+
+
+def _op_name(tflite, code) -> str:
+    """A builtin op's name (the larger of the two code fields: schema 3a moved it), or CUSTOM:its code."""
+    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    name = tflite.BUILTIN_OPCODE2NAME.get(builtin, f"BUILTIN_{builtin}")
+    return f"CUSTOM:{_text(code.CustomCode())}" if name == "CUSTOM" else name
+
+
+def _tensor(tensor, names: dict) -> LiteTensor:
+    signature = tensor.ShapeSignatureAsNumpy() if tensor.ShapeSignatureLength() else tensor.ShapeAsNumpy()
+    shape = [int(d) for d in signature] if not isinstance(signature, int) else []
+    quantisation = tensor.Quantization()
+    scales = quantisation.ScaleLength() if quantisation is not None else 0
+    dtype = names.get(tensor.Type(), str(tensor.Type())).lower()
+    described = ("" if not scales else f"{dtype}, per-tensor" if scales == 1 else
+                 f"{dtype}, per-channel (axis {quantisation.QuantizedDimension()})")
+    return LiteTensor(_text(tensor.Name()), dtype, shape, described)
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
