@@ -511,8 +511,8 @@ def ig_steps(work):
     """Integrated gradients on MobileNetV2 (random weights, batch normalisation
     calibrated as make_inputs.py does), a row of noise, class 995, from a zero
     baseline: the completeness gap at 50 steps, then the gradient evaluations each
-    tool needs for every row's gap to fall under 1%: graphgrad's --tolerance (the
-    trapezoid rule, each row's steps doubled, no point computed twice) against PAIR's
+    tool needs for every row's gap to fall under 1%: graphgrad's --tolerance (adaptive
+    quadrature: the segments holding most of the error doubled, no point computed twice) against PAIR's
     saliency and alibi (in TensorFlow 2.14's virtualenv, on the model rebuilt from
     the same weights), each at the fewest power-of-two steps that get there
     (bench/ig_gap_route.py, bench/alibi_gap_route.py; searched from a quarter of
@@ -545,7 +545,7 @@ def ig_steps(work):
           + ("" if refined["refinement"]["met"] else f" (stopped at --max-steps {IG_MAX_STEPS})"))
     saliency_path = _peer_path("saliency.core", "saliency==0.2.1", SALIENCY_TARGET)
     if saliency_path is not None:
-        start = max(16, max(row["steps"] for row in refined["completeness"]) // 4)
+        start = max(16, max(row["steps"] for row in refined["completeness"]) // 4)  # steps: a row's evaluations
         done = subprocess.run([PYTHON, os.path.join(HERE, "ig_gap_route.py"), source, "x:0", "logits:0", "995", rows,
                                str(IG_TOLERANCE), str(start), str(IG_MAX_STEPS), saliency_path], check=True,
                               capture_output=True, text=True, env=ENV)

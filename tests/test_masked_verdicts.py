@@ -214,7 +214,7 @@ def test_the_checklist_passes_on_a_broken_defence(tmp_path):
     bypassed = tmp_path / "bpda.pb"
     run_cli("bypass", fixture("digits_bit_depth.pb"), "--from", "x:0", "--to", "defence/squeezed:0", "-o", bypassed)
     report = json.loads(_attack(bypassed, "--steps", "40", "--json", expect=0).stdout)
-    names = ["gradient", "convergence", "noise", "slope", "walk", "eps", "unbounded"]
+    names = ["gradient", "convergence", "noise", "slope", "walk", "eps", "unbounded", "bypass"]
     assert [item["name"] for item in report["checklist"]] == names
     assert all(item["passed"] for item in report["checklist"]), report["checklist"]
 
@@ -386,3 +386,41 @@ def test_an_encoding_the_soft_thermometer_does_not_follow_gets_the_advice_to_wri
     run_cli(*words[1:-1], tmp_path / "bpda.pb")
     broken = json.loads(_attack(tmp_path / "bpda.pb", "--json", expect=0).stdout)
     assert broken["valid"] and broken["attacked_accuracy"] < 0.1
+
+
+def _half_flipped(x):
+    """An 8-bit quantiser on an image whose masked half is inverted, then inverted back
+    (a red team's): the identity across the quantiser's region from x is no
+    approximation of it (its values correlate with x's near 0)."""
+    mask = tf.constant((_MASK > 0).astype(np.float32))
+    flipped = mask * x + (1 - mask) * (1 - x)
+    quantised = flipped - tf.math.floormod(flipped, 1.0 / 255)
+    return mask * quantised + (1 - mask) * (1 - quantised)
+
+
+def test_a_bypass_that_does_not_approximate_its_region_makes_the_attack_no_evaluation(tmp_path):
+    """The identity written from x across the inversion and the quantiser (a region it
+    does not approximate: its values correlate with x's near 0) makes PGD follow a
+    scrambled gradient: attack's bypass check fails and the figure is not valid. Its
+    own advice, the smallest region (from the inverted image to its quantisation),
+    followed, breaks the defence."""
+    model = _defended(tmp_path, _half_flipped, "flipped")
+    advice = json.loads(_attack(model, "--json", expect=3).stdout)["fix"]
+    run_cli("bypass", model, "--from", "x:0", "--to", "defence/sub_2:0", "-o", tmp_path / "wrong.pb")
+    wrong = json.loads(_attack(tmp_path / "wrong.pb", "--json", expect=3).stdout)
+    [item] = [item for item in wrong["checklist"] if item["name"] == "bypass"]
+    assert not item["passed"] and wrong["attacked_accuracy"] > 0.5, wrong
+    words = advice.split(", then")[0].split()
+    run_cli(*words[1:-1], tmp_path / "right.pb")
+    right = json.loads(_attack(tmp_path / "right.pb", "--json", expect=0).stdout)
+    assert right["valid"] and right["attacked_accuracy"] < 0.1
+
+
+def test_an_attack_that_reaches_chance_is_an_evaluation_whatever_its_checks_say(tmp_path):
+    """The undefended CNN in 10 large steps: its saturated softmax's tiny gradient at
+    the clean images once failed the slope check; a figure at chance cannot overstate
+    robustness."""
+    report = json.loads(run_cli("attack", fixture("digits_cnn.pb"), "--y", "logits", "--input",
+                                fixture("digits_test_images.npy"), "--labels", fixture("digits_test_labels.npy"),
+                                "--eps", "0.3", "--steps", "10", "--json").stdout)
+    assert report["valid"] and report["attacked_accuracy"] <= 0.2

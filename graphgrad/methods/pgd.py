@@ -147,7 +147,7 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
 # loss's slope, random noise of the same eps (or random steps of the same budget) does as well as the attack (its
 # gradient misleads it), or even a budget spanning the range does not bring the images down to chance. A failed
 # convergence or half-eps check is printed, and keeps the figure.
-DECIDING = {"gradient", "slope", "noise", "walk", "unbounded"}
+DECIDING = {"gradient", "slope", "noise", "walk", "unbounded", "bypass"}
 
 # What the checklist probes with: the first rows, and at most this many steps.
 PROBE_ROWS = 16
@@ -261,7 +261,9 @@ def _slope_ratio(images: Any, labels: Any, budget: Budget, gradient_at: Callable
             return 0.0
         gradient += np.asarray(found, dtype=np.float64) / budget.eot
     gradient = np.where(np.isfinite(gradient), gradient, 0.0)
-    stepped = np.clip(images + budget.size * np.sign(gradient), budget.low, budget.high).astype(images.dtype)
+    # a small step, where a smooth loss is first order (a saturated softmax's is not over an attack's step)
+    step = min(budget.size, (budget.high - budget.low) / 100)
+    stepped = np.clip(images + step * np.sign(gradient), budget.low, budget.high).astype(images.dtype)
     predicted = (gradient * (stepped.astype(np.float64) - images)).reshape(len(images), -1).sum(axis=1)
     rows = np.arange(len(images))
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..edits.surgery import region_surrogate
 from ..methods.pgd import MASKED_SHARE, usable_rows
-from ..names import NAMESPACE
+from ..names import BYPASS, NAMESPACE
 from .paths import override_on
 from .runtime import tensorflow, tf1_control_flow
 
@@ -54,11 +54,12 @@ def where_usable_again(graph: Any, x: Any, y: Any, loss: Any, path_ops: set,
 
 
 def masked_fix(path: str, start: Any, usable: Any, values_of: Callable[[list], list],
-               out: str) -> tuple[str, str, str]:
+               out: str, data: bool = False) -> tuple[str, str, str]:
     """Where the gradient is usable again (the name a report gives), why it is zero
     before, and the command that restores it: an ``ste`` override that zeroes it past
     its clip (a hidden layer's sum of products is over 1) gets a clip covering its
-    input's values; else the bypass from ``start`` to ``usable`` (:func:`bypass_advice`)."""
+    input's values; else the bypass from ``start`` to ``usable`` (:func:`bypass_advice`;
+    ``data``: the values are the model's own inputs, not check's random feed)."""
     spec = _overridden_ste(usable.op)
     if spec is not None:
         import numpy as np
@@ -69,17 +70,18 @@ def masked_fix(path: str, start: Any, usable: Any, values_of: Callable[[list], l
         return (usable.name, f"{usable.op.name}'s override {spec} zeroes it wherever |input| is over the clip, and "
                 f"its input reaches {reach:.4g} here",
                 f"graphgrad rewrite {shlex.quote(path)} --node '{usable.op.name}=ste(clip={clip})' --force -o {out}")
-    why, command = bypass_advice(path, start, usable, values_of, out)
+    why, command = bypass_advice(path, start, usable, values_of, out, data)
     return (usable.name, f"between {start.name} and it no op is a blocker by type (a codec, x - FloorMod(x, c), a "
             f"rounding written in arithmetic): {why}", command)
 
 
 def bypass_advice(path: str, start: Any, end: Any, values_of: Callable[[list], list] | None,
-                  out: str = "OUT") -> tuple[str, str]:
+                  out: str = "OUT", data: bool = False) -> tuple[str, str]:
     """The bypass from ``start`` to ``end`` (tensors of the run's graph) as advice, and
     why it is that one: with the built-in surrogate their shapes call for where it
     approximates the region at the run's values (``values_of``; None: by the shapes
-    alone), else the user's own g."""
+    alone; the identity too where they are the model's own inputs, ``data``), else
+    the user's own g."""
     shapes = [_listed(start), _listed(end)]
     surrogate = region_surrogate(*shapes)
     command = f"graphgrad bypass {shlex.quote(path)} --from {start.name} --to {end.name}"
@@ -87,7 +89,8 @@ def bypass_advice(path: str, start: Any, end: Any, values_of: Callable[[list], l
     if surrogate:
         # the identity across a region of one shape is BPDA's own choice, whatever feed a run has (check's random one
         # may lie outside the model's domain); an encoding's surrogate must go its way
-        agreement = 1.0 if surrogate == "identity" or not values_of else _agreement(surrogate, *values_of([start, end]))
+        judged = surrogate != "identity" or data
+        agreement = _agreement(surrogate, *values_of([start, end])) if values_of is not None and judged else 1.0
         if agreement >= FITS:
             if surrogate == "identity":
                 return "carry the gradient across the region as the identity (BPDA)", f"{command} -o {out}"
@@ -101,7 +104,8 @@ def bypass_advice(path: str, start: Any, end: Any, values_of: Callable[[list], l
             f"{why})", f"{command} --surrogate-function FILE.py:NAME -o {out}")
 
 
-def with_fitted_bypasses(blockers: list, graph: Any, values_of: Callable[[list], list], path: str) -> list:
+def with_fitted_bypasses(blockers: list, graph: Any, values_of: Callable[[list], list], path: str,
+                         data: bool = False) -> list:
     """``blockers``, each bypass fix (:attr:`Blocker.region`) checked against the
     region's values at the run's feed: its surrogate kept where it approximates the
     region, else the advice to write one's own."""
@@ -111,22 +115,44 @@ def with_fitted_bypasses(blockers: list, graph: Any, values_of: Callable[[list],
     for blocker in blockers:
         if blocker.region:
             start, end = (graph.get_tensor_by_name(name) for name in blocker.region)
-            blocker = replace(blocker, fix=": ".join(bypass_advice(path, start, end, values_of)))
+            blocker = replace(blocker, fix=": ".join(bypass_advice(path, start, end, values_of, "OUT", data)))
         fitted.append(blocker)
     return fitted
 
 
 def _agreement(surrogate: str, start: Any, end: Any) -> float:
-    """The correlation of the thermometer ``surrogate``'s values on ``start``'s with
+    """The correlation of the built-in ``surrogate``'s values on ``start``'s with
     ``end``'s, entry by entry (0 where either is constant or their sizes differ)."""
     import numpy as np
 
     start, end = np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64)
-    levels = int(surrogate.split("=")[1].rstrip(")"))  # as gradients/surrogates.py computes it
-    h = 1 / (1 + np.exp(-(start[..., None] - np.arange(levels) / levels) / 0.05))
+    if surrogate == "identity":
+        h = start
+    else:
+        levels = int(surrogate.split("=")[1].rstrip(")"))  # as gradients/surrogates.py computes it
+        h = 1 / (1 + np.exp(-(start[..., None] - np.arange(levels) / levels) / 0.05))
     if h.size != end.size or h.size < 2 or np.std(h) == 0 or np.std(end) == 0:
         return 0.0
     return float(np.corrcoef(h.reshape(-1), end.reshape(-1))[0, 1])
+
+
+def bypass_agreements(graph: Any, path_ops: set, values_of: Callable[[list], list]) -> list[tuple[str, float]]:
+    """``(bypass, r)`` for each bypass on the path: the correlation, entry by entry at
+    the run's feed, of its surrogate's values (h, as the bypass computes it, in the
+    end's shape) with the region's own (BPDA's premise: g approximates the region; an
+    identity across an inversion, a sign mask or a transposition correlates near 0 or
+    below)."""
+    import numpy as np
+
+    found = []
+    for op in (op for op in path_ops if BYPASS in op.node_def.attr):
+        group = op.name.rpartition("/")[0]
+        h, end = (graph.get_operation_by_name(f"{group}/{label}").inputs[0] for label in ("stop_h", "stop_y"))
+        h_value, end_value = (np.asarray(v, dtype=np.float64) for v in values_of([h, end]))
+        if h_value.size != end_value.size or end_value.size < 2 or np.std(h_value) == 0 or np.std(end_value) == 0:
+            continue  # nothing to compare at this feed (a constant region)
+        found.append((op.name, float(np.corrcoef(h_value.reshape(-1), end_value.reshape(-1))[0, 1])))
+    return found
 
 
 def _listed(tensor: Any) -> list | None:
