@@ -8,8 +8,10 @@ usable again (or, at an integer edge, from the float tensor the edge reads to th
 first float tensor after it), so that everything around it keeps its own gradient
 and the identity is taken only across the non-differentiable part (a sign mask, a
 1 - x or a rescale after it keep their own gradients). A surrogate that changes the
-shape is proposed only where it goes the region's way at the run's values (BPDA's
-premise: g(x) close to f(x)); elsewhere the advice is the user's own g.
+shape is proposed only where it goes the region's way at the run's values, and the
+identity too where those are the model's own inputs (BPDA's premise: g(x) close to
+f(x)); elsewhere the advice is the user's own g. ``attack`` holds every bypass a
+model carries to the same test (:func:`bypass_agreements`).
 """
 
 import math
@@ -87,8 +89,8 @@ def bypass_advice(path: str, start: Any, end: Any, values_of: Callable[[list], l
     command = f"graphgrad bypass {shlex.quote(path)} --from {start.name} --to {end.name}"
     agreement = None
     if surrogate:
-        # the identity across a region of one shape is BPDA's own choice, whatever feed a run has (check's random one
-        # may lie outside the model's domain); an encoding's surrogate must go its way
+        # an encoding's surrogate must go the region's way at any feed; the identity only on the model's own inputs
+        # (attack's images): check's random feed may lie outside the model's domain (a uint8 cast wraps negatives)
         judged = surrogate != "identity" or data
         agreement = _agreement(surrogate, *values_of([start, end])) if values_of is not None and judged else 1.0
         if agreement >= FITS:
