@@ -214,7 +214,7 @@ def test_the_checklist_passes_on_a_broken_defence(tmp_path):
     bypassed = tmp_path / "bpda.pb"
     run_cli("bypass", fixture("digits_bit_depth.pb"), "--from", "x:0", "--to", "defence/squeezed:0", "-o", bypassed)
     report = json.loads(_attack(bypassed, "--steps", "40", "--json", expect=0).stdout)
-    names = ["gradient", "convergence", "noise", "slope", "walk", "eps", "unbounded", "bypass"]
+    names = ["gradient", "convergence", "noise", "slope", "walk", "gradient-free", "eps", "unbounded", "bypass"]
     assert [item["name"] for item in report["checklist"]] == names
     assert all(item["passed"] for item in report["checklist"]), report["checklist"]
 
@@ -424,3 +424,27 @@ def test_an_attack_that_reaches_chance_is_an_evaluation_whatever_its_checks_say(
                                 fixture("digits_test_images.npy"), "--labels", fixture("digits_test_labels.npy"),
                                 "--eps", "0.3", "--steps", "10", "--json").stdout)
     assert report["valid"] and report["attacked_accuracy"] <= 0.2
+
+
+def _shattered(x):
+    """Within 0.005 of x, its derivative 1 + 3 cos(200 pi x) of a pseudo-random sign
+    on each pixel (a red team's): nothing masked, the local slope honest, PGD 93%."""
+    return x + 3.0 * tf.sin(2 * np.pi * 100 * x) / (2 * np.pi * 100)
+
+
+def _scrambled_at_scale_one(x):
+    """A quantiser's zero gradient with a scrambled term of full scale on top (a red
+    team's): the slope check's ratio is near 1, PGD 84%."""
+    term = tf.constant(_MASK) * x
+    return x - tf.math.floormod(x, 1.0 / 7) + (term - tf.stop_gradient(term))
+
+
+@pytest.mark.parametrize("defence", [_shattered, _scrambled_at_scale_one], ids=["shattered", "scrambled"])
+def test_an_attack_a_gradient_free_one_beats_is_no_evaluation(tmp_path, defence):
+    model = _defended(tmp_path, defence, "misled")
+    report = json.loads(_attack(model, "--json", expect=3).stdout)
+    verdicts = {item["name"]: item["passed"] for item in report["checklist"]}
+    assert report["attacked_accuracy"] > 0.5 and not verdicts["gradient-free"], report["checklist"]
+    run_cli("bypass", model, "--from", "x:0", "--to", "defence/squeezed:0", "-o", tmp_path / "bpda.pb")
+    broken = json.loads(_attack(tmp_path / "bpda.pb", "--json", expect=0).stdout)
+    assert broken["valid"] and broken["attacked_accuracy"] < 0.1

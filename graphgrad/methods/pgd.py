@@ -144,10 +144,12 @@ def pgd(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_
 
 
 # The checks whose failure makes the figure no evaluation: the gradient does not move the images or is not the
-# loss's slope, random noise of the same eps (or random steps of the same budget) does as well as the attack (its
-# gradient misleads it), or even a budget spanning the range does not bring the images down to chance. A failed
-# convergence or half-eps check is printed, and keeps the figure.
-DECIDING = {"gradient", "slope", "noise", "walk", "unbounded", "bypass"}
+# loss's slope, random noise of the same eps does as well as the attack or the same attack without the gradient
+# (finite differences) does better (its gradient misleads it), even a budget spanning the range does not bring the
+# images down to chance, or a bypass's surrogate does not approximate its region. A failed convergence, half-eps or
+# walk check is printed, and keeps the figure (random steps judged on a randomised model's noisy runs can look as
+# strong as a mild attack).
+DECIDING = {"gradient", "slope", "noise", "gradient-free", "unbounded", "bypass"}
 
 # What the checklist probes with: the first rows, and at most this many steps.
 PROBE_ROWS = 16
@@ -158,6 +160,10 @@ CONVERGED = 0.02
 # those steps take more than WALK_IDLE off the clean accuracy (where they take less, they say nothing).
 WALK_MARGIN = 0.15
 WALK_IDLE = 0.1
+# The gradient-free attack's pairs of points a step, and how much better than the gradient's it must do for the
+# gradient to count as misleading the attack.
+SPSA_SAMPLES = 8
+FREE_MARGIN = 0.15
 # A loss that changes over a step this many times more than the gradient says it would is not the gradient's.
 SLOPE_LIMIT = 100.0
 
@@ -246,7 +252,34 @@ def _direction_checks(images: Any, labels: Any, budget: Budget, attacked: float,
                            f"attack {attacked:.0%}"
                            + ("" if led else ": the gradient leads the attack no better than random directions "
                               "(obfuscated); bypass the defence (BPDA), or give --eot for a randomised one")))
+    free = _probe(images, labels, replace(budget, steps=min(budget.steps, PROBE_STEPS), step_size=None),
+                  _finite_differences(budget, scores_at), scores_at)
+    beaten = free < attacked - FREE_MARGIN
+    items.append(CheckItem("gradient-free", not beaten,
+                           f"the same attack on finite differences of the loss (SPSA, {SPSA_SAMPLES} random pairs a "
+                           f"step) leaves {free:.0%} of the first images correct, the gradient's {attacked:.0%}"
+                           + ("" if not beaten else ": without the gradient the attack does better, so the gradient "
+                              "misleads it (shattered or obfuscated); bypass the defence (BPDA)")))
     return items
+
+
+def _finite_differences(budget: Budget, scores_at: Callable) -> Callable:
+    """A ``gradient_at`` that never reads the gradient: SPSA's estimate of the loss's
+    (Uesato et al., 2018), from the losses at ``SPSA_SAMPLES`` pairs of points a step
+    apart along random sign directions, all of a step's points in one run."""
+    rng = np.random.default_rng(budget.seed + 3)
+    size = budget.size
+
+    def gradient_at(points: Any, labels: Any) -> Any:
+        directions = rng.choice([-1.0, 1.0], size=(SPSA_SAMPLES,) + points.shape)
+        probes = np.concatenate([points + size * directions, points - size * directions]).reshape(
+            (-1,) + points.shape[1:]).astype(points.dtype)
+        every = np.tile(labels, 2 * SPSA_SAMPLES)
+        chance = _probabilities(scores_at, probes, budget.judges)[np.arange(len(probes)), every]
+        losses = -np.log(np.maximum(chance, 1e-300)).reshape(2, SPSA_SAMPLES, len(points))
+        change = (losses[0] - losses[1]).reshape((SPSA_SAMPLES, len(points)) + (1,) * (points.ndim - 1))
+        return (change * directions).mean(axis=0)
+    return gradient_at
 
 
 def _slope_ratio(images: Any, labels: Any, budget: Budget, gradient_at: Callable, scores_at: Callable) -> float:
