@@ -66,7 +66,7 @@ def summarize_tflite(path: str, data: bytes) -> LiteSummary:
         import tflite
     except ImportError:
         raise ModelReadError(f"{path} is a TensorFlow Lite model; reading one needs the tflite package (TensorFlow "
-                             "Lite's schema): pip install 'graphgrad[tflite]'") from None
+                             "Lite's schema), which graphgrad installs: pip install tflite") from None
     try:
         return _summary(tflite, path, data)
     except Exception as error:  # noqa: BLE001  a flatbuffer that lies about its offsets fails anywhere inside
