@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..edits.surgery import region_surrogate
-from ..methods.pgd import MASKED_SHARE, usable_rows
+from ..methods.pgd import MASKED_SHARE, NOISE, usable_rows
 from ..names import BYPASS, NAMESPACE
 from .paths import override_on
 from .runtime import tensorflow, tf1_control_flow
@@ -35,7 +35,9 @@ def where_usable_again(graph: Any, x: Any, y: Any, loss: Any, path_ops: set,
     """``(start, usable)``: the tensor closest to ``x`` that every path from x to ``y``
     (along ``path_ops``) goes through and at which the gradient of ``loss`` is usable
     on most rows, as ``values_of(fetches)`` computes it, and the last such tensor
-    before it whose gradient is not (x itself where none is); None where none is usable."""
+    before it whose gradient is not (x itself where none is, or where the path from x
+    to that one masks the gradient too: a saturated sigmoid before a quantiser); None
+    where none is usable."""
     tf = tensorflow()
     order = [op for op in graph.get_operations() if op in path_ops and op is not y.op]
     cuts = [op.outputs[0] for op in order if op.outputs and op.outputs[0].dtype.is_floating
@@ -50,9 +52,24 @@ def where_usable_again(graph: Any, x: Any, y: Any, loss: Any, path_ops: set,
     start = x
     for cut, g in zip(cuts, gradients):
         if g is not None and usable_rows(next(values)).mean() > MASKED_SHARE:
-            return start, cut
+            return (start if start is x or _reaches_x(graph, x, start, values_of) else x), cut
         start = cut
     return None
+
+
+def _reaches_x(graph: Any, x: Any, start: Any, values_of: Callable[[list], list]) -> bool:
+    """Whether a gradient at ``start`` (every entry, of random sign) reaches most of x's
+    entries (a saturated sigmoid passes a few pixels' and underflows the rest)."""
+    import numpy as np
+
+    tf = tensorflow()
+    with graph.as_default(), tf1_control_flow(graph):
+        signs = tf.sign(tf.random.stateless_uniform(tf.shape(start), [7, 11], -1.0, 1.0, dtype=start.dtype))
+        [through] = tf.compat.v1.gradients(start, [x], grad_ys=signs)
+    if through is None:
+        return False
+    value = np.abs(np.asarray(values_of([through])[0], dtype=np.float64))
+    return bool(np.mean(np.isfinite(value) & (value > NOISE)) > MASKED_SHARE)
 
 
 def masked_fix(path: str, start: Any, usable: Any, values_of: Callable[[list], list],
