@@ -201,7 +201,7 @@ def test_a_thermometer_surrogate_carries_the_soft_encodings_gradient_and_keeps_t
     """The bypass's gradient is that of sigmoid((x - k/levels) / temperature) with each
     channel's levels side by side, bit-equal forward; the same spec as a load-time
     override of the encoding's last op gives the same gradient."""
-    from tf_helpers import gradients, load, tf, v1
+    from tf_helpers import gradients, load, v1
 
     model = _thermometer_defence(tmp_path)
     out = tmp_path / "soft.pb"
@@ -209,14 +209,7 @@ def test_a_thermometer_surrogate_carries_the_soft_encodings_gradient_and_keeps_t
             "thermometer(levels=5,temperature=0.1)", "-o", out)
     value = {"x:0": RNG.uniform(0, 1, (3, 4, 4, 2)).astype(np.float32)}
     plain = load(model)
-    [upstream] = gradients(plain, "logits:0", "encoded:0", value)
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.constant(value["x:0"])
-        soft = tf.reshape(tf.sigmoid((x[..., None] - np.arange(5, dtype=np.float32) / 5) / 0.1), [3, 4, 4, 10])
-        [wanted] = v1.gradients(soft, x, grad_ys=tf.constant(upstream))
-        with v1.Session() as session:
-            wanted = session.run(wanted)
+    wanted = _soft_gradient(model, value)
     [got] = gradients(load(out), "logits:0", "x:0", value)
     np.testing.assert_allclose(got, wanted, rtol=1e-5, atol=1e-6)
     with v1.Session(graph=plain) as session, v1.Session(graph=load(out)) as patched:
@@ -236,14 +229,7 @@ def test_thermometer_as_a_load_time_override_is_the_same_gradient(tmp_path):
     model = graph_file(tmp_path, build, "tiled.pb")
     run_cli("rewrite", model, "--node", "encoded=thermometer(levels=5,temperature=0.1)", "-o", tmp_path / "o.pb")
     value = {"x:0": RNG.uniform(0, 1, (2, 4, 4, 1)).astype(np.float32)}
-    [upstream] = gradients(load(model), "y:0", "encoded:0", value)
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.constant(value["x:0"])
-        soft = tf.reshape(tf.sigmoid((x[..., None] - np.arange(5, dtype=np.float32) / 5) / 0.1), [2, 4, 4, 5])
-        [wanted] = v1.gradients(soft, x, grad_ys=tf.constant(upstream))
-        with v1.Session() as session:
-            wanted = session.run(wanted)
+    wanted = _soft_gradient(model, value, "y:0")
     [got] = gradients(load(tmp_path / "o.pb"), "y:0", "x:0", value)
     np.testing.assert_allclose(got, wanted, rtol=1e-5, atol=1e-6)
 
@@ -257,14 +243,15 @@ def _surrogate_graph(tmp_path, build, name="g.pb"):
 def _soft(x):
     from tf_helpers import tf
 
-    return tf.reshape(tf.sigmoid((x[..., None] - np.arange(5, dtype=np.float32) / 5) / 0.1), [-1, 4, 4, 10])
+    soft = tf.sigmoid((x[..., None] - np.arange(5, dtype=np.float32) / 5) / 0.1)
+    return tf.reshape(soft, tf.concat([tf.shape(x)[:-1], [-1]], 0))  # each channel's 5 levels side by side
 
 
-def _soft_gradient(model, value):
-    """d logits / d x at ``value`` were the thermometer defence's encoding the soft one."""
+def _soft_gradient(model, value, y="logits:0"):
+    """d y / d x at ``value`` were the model's encoding (its tensor encoded:0) the soft one."""
     from tf_helpers import gradients, load, tf, v1
 
-    [upstream] = gradients(load(model), "logits:0", "encoded:0", value)
+    [upstream] = gradients(load(model), y, "encoded:0", value)
     graph = tf.Graph()
     with graph.as_default():
         x = tf.constant(value["x:0"])
