@@ -182,10 +182,11 @@ class CheckItem:
 def checklist(images: Any, labels: Any, budget: Budget, outcome: Outcome, gradient_at: Callable,
               scores_at: Callable, classes: int | None) -> list[CheckItem]:
     """The evaluation checklist of an attack that ran (``outcome``): its gradient
-    moved most images; it converged; random noise of the same eps is weaker; random
-    steps of the same budget are clearly weaker, where they do anything (on the first
-    rows); half the eps is weaker (on the first rows); an eps spanning the whole
-    range brings accuracy down to chance (on the first rows). Probes run with at most
+    moved most images; it converged; random noise of the same eps is weaker; on the
+    first rows, a small step changes the loss as the gradient says, random steps of
+    the same budget are clearly weaker where they do anything, the same attack on
+    finite differences is not much stronger, half the eps is weaker, and an eps
+    spanning the whole range brings accuracy down to chance. Probes run with at most
     :data:`PROBE_STEPS` steps on :data:`PROBE_ROWS` rows."""
     attacked = float(outcome.attacked_correct.mean())
     usable = 1 - float(outcome.masked.mean())
@@ -251,7 +252,8 @@ def _direction_checks(images: Any, labels: Any, budget: Budget, attacked: float,
                            f"random steps of the same budget leave {walk:.0%} of the first images correct, the "
                            f"attack {attacked:.0%}"
                            + ("" if led else ": the gradient leads the attack no better than random directions "
-                              "(obfuscated); bypass the defence (BPDA), or give --eot for a randomised one")))
+                              "(obfuscated, or a randomised model's noisy judging); bypass the defence (BPDA)"
+                              + (", or give --eot for a randomised one" if budget.eot == 1 else ""))))
     free = _probe(images, labels, replace(budget, steps=min(budget.steps, PROBE_STEPS), step_size=None),
                   _finite_differences(budget, scores_at), scores_at)
     beaten = free < attacked - FREE_MARGIN
