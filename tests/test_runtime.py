@@ -290,6 +290,57 @@ def test_override_a_live_graph():
         graphgrad.override(graph, {"Sign": "identity"})
 
 
+def _sign_function():
+    @tf.function
+    def doubled_sign(x):
+        return 2.0 * tf.sign(x)
+
+    return doubled_sign, doubled_sign.get_concrete_function(tf.TensorSpec([3]))
+
+
+def _tape_gradient(function, x, persistent=False):
+    with tf.GradientTape(persistent=persistent) as tape:
+        tape.watch(x)
+        y = function(x)
+    return tape.gradient(y, x).numpy()
+
+
+def test_override_a_traced_function_after_its_gradient_was_taken():
+    # TensorFlow caches a traced function's backward function on the first
+    # gradient; an override written afterwards used to be ignored without a word
+    x = tf.constant([0.5, -2.0, 3.0])
+    traced, concrete = _sign_function()
+    assert_close(_tape_gradient(concrete, x), [0.0, 0.0, 0.0])
+    assert_close(_tape_gradient(concrete, x, persistent=True), [0.0, 0.0, 0.0])
+    graph_mode = tf.function(lambda x: tf.gradients(concrete(x), x)[0])
+    assert_close(graph_mode(x).numpy(), [0.0, 0.0, 0.0])
+    graphgrad.override(concrete, {"Sign": "identity"})
+    assert_close(_tape_gradient(concrete, x), [2.0, 2.0, 2.0])
+    assert_close(_tape_gradient(traced, x), [2.0, 2.0, 2.0])
+    assert_close(_tape_gradient(concrete, x, persistent=True), [2.0, 2.0, 2.0])
+    fresh_graph_mode = tf.function(lambda x: tf.gradients(concrete(x), x)[0])
+    assert_close(fresh_graph_mode(x).numpy(), [2.0, 2.0, 2.0])
+
+
+def test_override_a_traced_functions_graph_and_refuse_a_tf_function():
+    x = tf.constant([0.5, -2.0, 3.0])
+    traced, concrete = _sign_function()
+    graphgrad.override(concrete.graph, {"Sign": "ste"})
+    assert_close(_tape_gradient(concrete, x), [2.0, 0.0, 0.0])
+    with pytest.raises(graphgrad.GraphgradError, match=r"pass f.get_concrete_function\(...\)"):
+        graphgrad.override(traced, {"Sign": "ste"})
+
+
+def test_override_inside_a_function_while_it_is_traced():
+    @tf.function
+    def overridden(x):
+        y = 2.0 * tf.sign(x)
+        graphgrad.override(tf.compat.v1.get_default_graph(), {"Sign": "identity"})
+        return y
+
+    assert_close(_tape_gradient(overridden, tf.constant([0.5, -2.0, 3.0])), [2.0, 2.0, 2.0])
+
+
 def test_import_graph_def_accepts_paths_and_messages():
     graph_def = graphgrad.read_model(fixture("binary_net.pb")).message
     tf_graph_def = tf.compat.v1.GraphDef.FromString(graph_def.SerializeToString())

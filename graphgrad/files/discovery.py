@@ -9,7 +9,8 @@ from .reading import SAVED_MODEL_FILES
 MODEL_SUFFIXES = (".pb", ".pbtxt", ".meta")
 
 
-NOT_MODELS = {"fingerprint.pb", "keras_metadata.pb"}
+KERAS2_METADATA = "keras_metadata.pb"
+NOT_MODELS = {"fingerprint.pb", KERAS2_METADATA}
 
 
 def find_models(path: str, recursive: bool = False, skipped: list | None = None) -> list[str]:
@@ -69,6 +70,13 @@ def _search(path: str, recursive: bool, visited: set, skipped: list, tree: str) 
 def is_saved_model_dir(path: str) -> bool:
     """Whether ``path`` is a directory holding saved_model.pb or saved_model.pbtxt."""
     return any(os.path.isfile(os.path.join(path, name)) for name in SAVED_MODEL_FILES.values())
+
+
+def holds_keras2_metadata(path: str) -> bool:
+    """Whether ``path`` is a SavedModel (its directory or its saved_model.pb) that
+    Keras 2 wrote, with the metadata its ``load_model`` revives layers from."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    return is_saved_model_dir(folder) and os.path.isfile(os.path.join(folder, KERAS2_METADATA))
 
 
 def expand_pattern(pattern: str) -> list[str]:

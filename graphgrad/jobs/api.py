@@ -17,6 +17,7 @@ from ..edits.rewrite import RewriteOptions, RewriteReport
 from ..files.tflite import tflite_summary_of
 from ..errors import GraphgradError, ModelWriteError, NothingSelectedError, UsageError
 from ..files.outputs import Output, model_files, refuse_outputs_over_inputs
+from ..files.discovery import holds_keras2_metadata
 from ..files.writing import (
     backup_file,
     first_missing,
@@ -34,6 +35,15 @@ if TYPE_CHECKING:  # imported by the jobs that use them: `graphgrad rewrite` doe
     from ..edits.diff import ModelDifference
     from ..edits.summary import ModelSummary
     from ..edits.surgery import BypassOptions, InsertOptions, ResetOptions
+
+
+# Keras 2 revives a SavedModel it wrote from its layers' Python config, tracing
+# them again: the saved functions, and the overrides in them, are not used.
+KERAS2_LOAD_NOTE = (
+    "the model carries Keras 2 metadata (keras_metadata.pb): tf_keras.models.load_model rebuilds its layers "
+    "from their Python config and drops the overrides; load it with tf.saved_model.load (after "
+    "graphgrad.register_gradients), or override the loaded model's traced call (docs/python-api.md, 'Live graphs')"
+)
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,10 @@ def rewrite_file(path: str, options: RewriteOptions, output: OutputOptions, kind
     only what rules look at is decoded; other bytes are copied as they were.
     """
     needs = Needs(edits=options.embed, parse=any(rule.spec.tensor_refs for rule in options.rules))
-    return _change_file(path, output, kind, needs, lambda reading: rewrite_reading(reading, options))
+    result = _change_file(path, output, kind, needs, lambda reading: rewrite_reading(reading, options))
+    if isinstance(result.report, RewriteReport) and result.report.changed and holds_keras2_metadata(path):
+        result.report.notes.append(KERAS2_LOAD_NOTE)
+    return result
 
 
 def rewrite_files(paths: Sequence[str], options: RewriteOptions, output: OutputOptions, kind: str | None = None,

@@ -36,6 +36,7 @@ from ..graph.functions import (
 )
 from ..graph.model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
 from ..names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, TF1_LOOP_ENTERS
+from .function_caches import forget_cached_gradients
 from .internals import custom_gradient_name, gradient_registry_entries, registered_gradient, set_op_attr
 from .loops import prepare_loops, restore_loop_contexts
 
@@ -638,15 +639,32 @@ class _LiveOp:
         set_op_attr(self.op, ATTR, attr_value_pb2.AttrValue(s=value.encode("utf-8")))
 
 
+def _live_graph(graph_or_function: Any) -> Any:
+    if hasattr(graph_or_function, "get_operations"):
+        return graph_or_function
+    graph = getattr(graph_or_function, "graph", None)
+    if hasattr(graph, "get_operations"):
+        return graph
+    kind = type(graph_or_function).__name__
+    traceable = hasattr(graph_or_function, "get_concrete_function")
+    hint = " (a tf.function: pass f.get_concrete_function(...))" if traceable else ""
+    raise GraphgradError(f"override takes a tf.Graph or a traced function; got a {kind}{hint}")
+
+
 def override(graph: Any, ops: dict | None = None, nodes: dict | None = None, *, match: Sequence[str] = (),
              exclude: Sequence[str] = (), force: bool = False, allow_missing: bool = False) -> Any:
-    """Give ops of an already built ``tf.Graph`` graphgrad gradients, and register them.
+    """Give ops of an already built ``tf.Graph`` (or a traced function's, a
+    ``ConcreteFunction`` or its ``.graph``) graphgrad gradients, and register them.
 
     ``ops`` maps op types to specs (like ``gradient_override_map``), ``nodes``
     maps name globs to specs: ``override(graph, {"Sign": "ste"})``. Same specs,
     names and errors as ``graphgrad rewrite``; function bodies are not touched.
+    A traced function's gradients that TensorFlow already built and cached are
+    forgotten, so the next gradient goes through the overrides (functions traced
+    before, that call it, keep what they built).
     Returns the :class:`~graphgrad.edits.rewrite.RewriteReport`.
     """
+    graph = _live_graph(graph)
     rules = tuple(Rule(OP, key, parse_spec(spec)) for key, spec in (ops or {}).items())
     rules += tuple(Rule(NODE, key, parse_spec(spec)) for key, spec in (nodes or {}).items())
     if not rules:
@@ -657,4 +675,5 @@ def override(graph: Any, ops: dict | None = None, nodes: dict | None = None, *, 
     )
     report = apply_rules([_LiveOp(op) for op in graph.get_operations()], options)
     register_gradients(graph)
+    forget_cached_gradients(graph)
     return report
