@@ -573,7 +573,7 @@ def test_smoothgrad_with_sigma_zero_is_the_method_it_wraps(tmp_path, method):
 
 
 @pytest.mark.parametrize("aggregate, join", [("mean", lambda g: g.mean(0)), ("squared", lambda g: (g ** 2).mean(0)),
-                                             ("variance", lambda g: g.var(0))])
+                                             ("variance", lambda g: g.var(0)), ("abs", lambda g: np.abs(g).mean(0))])
 def test_smoothgrad_is_its_formula_and_repeats_bit_for_bit(tmp_path, aggregate, join):
     """The mean (square, variance) of dy/dx at x + N(0, (sigma (max - min))^2), the noise drawn
     as the seed says, computed here in TensorFlow."""

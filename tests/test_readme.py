@@ -59,9 +59,12 @@ def test_the_readme_shows_what_its_commands_print(tmp_path, monkeypatch):
         tensorflow_here = True
     except ImportError:
         tensorflow_here = False
-    ran, mismatches = 0, []
+    ran, mismatches, undrawn = 0, [], 0
     for command, shown in examples():  # in order: later ones read what earlier ones wrote
         if any(marker in command for marker in NEEDS_TENSORFLOW) and not tensorflow_here:
+            continue
+        if re.search(r"\.(html|svg)\b", command) and shutil.which("dot") is None:
+            undrawn += 1  # laid out by Graphviz, which this machine lacks
             continue
         command, shown = (text.replace("/tmp/", f"{tmp_path}/") for text in (command, shown))
         result = CliRunner().invoke(main, shell_words("bash", command), catch_exceptions=False)
@@ -78,6 +81,10 @@ def test_the_readme_shows_what_its_commands_print(tmp_path, monkeypatch):
             mismatches.append(f"$ graphgrad {command}\n{diff}")
     assert ran >= 15  # more with TensorFlow: check examples need it
     assert not mismatches, "\n\n".join(mismatches)
+    if undrawn:
+        import pytest
+
+        pytest.skip(f"Graphviz's dot is not installed (.ci/run installs it): {undrawn} drawing command(s) not run")
 
 
 def test_every_page_of_the_reference_is_tested_and_linked():

@@ -9,7 +9,7 @@ from ..files.outputs import Output, checkpoint_files, model_files, refuse_output
 from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
 from ..jobs.heatmap import heatmap_image, image_format
-from ..methods.options import DEFAULT_MAX_STEPS, AttributeOptions, Noise
+from ..methods.options import AGGREGATES, DEFAULT_MAX_STEPS, AttributeOptions, Noise
 from ..methods.registry import CATALOGUE, parse_method
 from . import options
 from .render import echo, echo_json, table, tensorflow_quiet
@@ -48,8 +48,9 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
 @click.option("--noise", metavar="N,SIGMA",
               help="SmoothGrad over the method: the attributions of N noisy copies of each row, Gaussian noise of "
               "SIGMA times the row's range (e.g. 50,0.15).")
-@click.option("--noise-aggregate", type=click.Choice(["mean", "squared", "variance"]), default="mean",
-              show_default=True, help="How --noise joins the samples: SmoothGrad, SmoothGrad-squared or VarGrad.")
+@click.option("--noise-aggregate", type=click.Choice(AGGREGATES), default="mean", show_default=True,
+              help="How --noise joins the samples: SmoothGrad, the mean of magnitudes, SmoothGrad-squared or "
+              "VarGrad.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --noise: the same seed, the same bits.")
 @click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), metavar="FRACTION",
               help="Path integrals (integrated_gradients): refine each row's path where its error is largest, "

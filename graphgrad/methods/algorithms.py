@@ -137,7 +137,7 @@ def smoothed(attribute: Callable, inputs: Any, base: Any, noise: Noise) -> Any:
     bases = np.tile(base, (noise.samples,) + (1,) * (inputs.ndim - 1))
     each = np.asarray(attribute(noisy, bases, origin)).reshape((noise.samples,) + inputs.shape).astype(np.float64)
     joined = {"squared": lambda: (each ** 2).mean(axis=0), "variance": lambda: each.var(axis=0),
-              "mean": lambda: each.mean(axis=0)}[noise.aggregate]()
+              "abs": lambda: np.abs(each).mean(axis=0), "mean": lambda: each.mean(axis=0)}[noise.aggregate]()
     return joined.astype(inputs.dtype)
 
 

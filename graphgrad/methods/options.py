@@ -30,7 +30,7 @@ class ArgumentNames:
 COMMAND_NAMES = ArgumentNames("--input", "--target", "--baseline", "--x", "--layer", "--feed {name}={value}",
                               "--tolerance")
 
-AGGREGATES = ("mean", "squared", "variance")
+AGGREGATES = ("mean", "abs", "squared", "variance")
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,9 @@ class Noise:
     """SmoothGrad over any method: the attributions of ``samples`` copies of each
     row with Gaussian noise of ``sigma`` times the row's range (max - min), as the
     SmoothGrad paper and the saliency library scale it, joined by ``aggregate``:
-    ``mean`` (SmoothGrad), ``squared`` (the mean of squares, SmoothGrad-squared) or
-    ``variance`` (VarGrad). ``seed`` makes them repeat bit for bit."""
+    ``mean`` (SmoothGrad), ``abs`` (the mean of magnitudes: samples of opposite
+    signs do not cancel), ``squared`` (the mean of squares,
+    SmoothGrad-squared) or ``variance`` (VarGrad). ``seed`` makes them repeat bit for bit."""
 
     samples: int
     sigma: float
