@@ -556,6 +556,81 @@ def test_predicted_targets_are_the_classes_y_scores_highest(tmp_path):
     np.testing.assert_array_equal(got, want)
 
 
+def classifier_gradients(rows):
+    """logits and d logits[:, c] / dx for every class c, (classes, rows, 4), from TensorFlow."""
+    graph = load_classifier()
+    with graph.as_default():
+        x, logits = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("logits:0")
+        each = [v1.gradients(logits[:, c], [x])[0] for c in range(3)]
+        with v1.Session(graph=graph) as session:
+            scores, gradients = session.run([logits, each], {x: rows})
+    return scores, np.stack(gradients)
+
+
+def test_top_k_targets_are_each_rows_k_highest_classes_best_first(tmp_path):
+    """Attributions of shape (rows, K, 4): column r is the gradient of the class the
+    row scores r-th highest, computed here with tf.gradients, and the report names them."""
+    scores, gradients = classifier_gradients(ROWS)
+    got, report = attribute_rows(tmp_path, ROWS, "--method", "gradient", "--y", "logits", "--target", "top:2")
+    order = np.argsort(-scores, axis=1)[:, :2]
+    assert got.shape == (5, 2, 4) and report["targets"] == order.tolist() and report["ranked"] == "top:2"
+    for row in range(5):
+        for rank in range(2):
+            np.testing.assert_allclose(got[row, rank], gradients[order[row, rank], row], rtol=1e-6)
+
+
+def test_all_targets_are_every_class_in_index_order_each_checked_for_completeness(tmp_path):
+    """integrated_gradients of every class: column c is class c's attributions, and
+    completeness is reported for each row and class, their sums against f(x) - f(0)."""
+    got, report = attribute_rows(tmp_path, ROWS, "--method", "integrated_gradients(steps=32)", "--y", "logits",
+                                 "--target", "all")
+    scores, _ = classifier_gradients(ROWS)
+    at_zero, _ = classifier_gradients(np.zeros_like(ROWS))
+    assert got.shape == (5, 3, 4) and report["targets"] == [[0, 1, 2]] * 5
+    checks = {(c["row"], c["target"]): c for c in report["completeness"]}
+    assert sorted(checks) == [(row, c) for row in range(5) for c in range(3)]
+    for (row, c), check in checks.items():
+        assert check["output_difference"] == pytest.approx(scores[row, c] - at_zero[row, c], rel=1e-5, abs=1e-6)
+        assert check["attribution_sum"] == pytest.approx(got[row, c].sum(), rel=1e-5, abs=1e-6)
+    text = run_cli("attribute", fixture("classifier.pb"), "--method", "integrated_gradients(steps=32)", "--y",
+                   "logits", "--input", _saved_as(tmp_path / "rows_in.npy", ROWS), "--target", "all", "-o",
+                   tmp_path / "out.npy").stdout
+    assert "attributions of logits[row, every class]" in text and "row  class  sum" in text
+
+
+def test_ranked_targets_in_the_python_api_and_their_refusals(tmp_path):
+    scores, gradients = classifier_gradients(ROWS)
+    with graphgrad.Explainer(fixture("classifier.pb"), "gradient", y="logits") as explainer:
+        got, report = explainer.explain(ROWS, target="top:1")
+        assert got.shape == (5, 1, 4) and report.targets == scores.argmax(axis=1)[:, None].tolist()
+        np.testing.assert_allclose(got[:, 0], gradients[scores.argmax(axis=1), np.arange(5)], rtol=1e-6)
+        for target, message in [("top:4", "target top:4: y has 3 classes; give top:K with K at most 3, or all"),
+                                ("top:x", "target 'top:x': give top:K with K a whole number of classes"),
+                                ("foo", "'predicted', 'top:K' or 'all'")]:
+            with pytest.raises(graphgrad.GraphgradError, match=message.replace("(", r"\(").replace(")", r"\)")):
+                explainer.explain(ROWS, target=target)
+
+
+def test_ranked_targets_draw_one_picture_row_per_row_and_class(tmp_path):
+    from PIL import Image
+
+    from graphgrad.jobs.heatmap import PAD, TITLE_HEIGHT
+
+    out, picture = tmp_path / "saliency.npy", tmp_path / "saliency.png"
+    rows = _saved_as(tmp_path / "rows.npy", np.load(fixture("image_rows.npy"))[:2])
+    run_cli("attribute", fixture("image_net.pb"), "--method", "gradient", "--input", rows, "--target", "top:2", "-o",
+            out, "--image", picture)
+    attributions = np.load(out)
+    assert attributions.shape == (2, 2, 8, 8, 3)
+    image = np.asarray(Image.open(picture).convert("RGB"))
+    side = 128
+    assert image.shape[0] == TITLE_HEIGHT + 4 * (side + PAD)
+    heat = attributions[0, 1].sum(axis=2)  # row 0's second class: the picture's second row
+    strongest = np.unravel_index(np.abs(heat).argmax(), heat.shape)
+    pixel = image[TITLE_HEIGHT + (side + PAD) + strongest[0] * 16, side + PAD + strongest[1] * 16]
+    assert list(pixel) == ([255, 0, 0] if heat[strongest] > 0 else [0, 0, 255])
+
+
 def load_classifier():
     graph = tf.Graph()
     with graph.as_default():

@@ -8,8 +8,8 @@ from ..files.arrays import load_array, save_array
 from ..files.outputs import Output, checkpoint_files, model_files, refuse_outputs_over_inputs
 from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
-from ..jobs.heatmap import heatmap_image, image_format
-from ..methods.options import AGGREGATES, DEFAULT_MAX_STEPS, AttributeOptions, Noise
+from ..jobs.heatmap import each_target_a_row, heatmap_image, image_format
+from ..methods.options import AGGREGATES, DEFAULT_MAX_STEPS, AttributeOptions, Noise, ranked_targets
 from ..methods.registry import CATALOGUE, parse_method
 from . import options
 from .render import echo, echo_json, table, tensorflow_quiet
@@ -33,9 +33,10 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
               help="The rows to explain, an array of x's shape (batch first).")
 @click.option("--x", metavar="TENSOR", help="The input to attribute to (default: as check finds it).")
 @options.y_option
-@click.option("--target", "target_text", metavar="INDEX|FILE.npy|predicted",
+@click.option("--target", "target_text", metavar="INDEX|FILE.npy|predicted|top:K|all",
               help="Attribute y[..., INDEX] for every row; or one class per row, from an .npy of integers or the "
-              "class y scores highest (y of shape [rows, classes]).")
+              "class y scores highest (y of shape [rows, classes]); or several a row, the K it scores highest or "
+              "every class, written as an array of shape (rows, K, *row).")
 @click.option("--baseline", default="zero", show_default=True, metavar="zero|FILE.npy",
               help="The reference of deeplift and integrated_gradients: zeros, or an array of x's shape (or one row).")
 @click.option("-o", "--output", "out", required=True, metavar="OUT.npy", type=click.Path(),
@@ -104,7 +105,8 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
                                          what=f"attribute of {model}")
     picture = None
     if image:  # drawn before anything is written: a refusal leaves no output
-        picture = heatmap_image(attributions, image_format(image), inputs)
+        drawn, shown = each_target_a_row(attributions, inputs, bool(report.ranked))
+        picture = heatmap_image(drawn, image_format(image), shown)
     save_array(out, attributions)
     if picture is not None:
         write_chunks(image, [picture])
@@ -117,6 +119,8 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
 def _render(report, model: str, out: str, image: str | None) -> None:
     """The report in text: what was computed, and where it was written."""
     of = (f"{report.y}[..., {report.target}]" if report.target is not None else
+          f"{report.y}[row, every class]" if report.ranked == "all" else
+          f"{report.y}[row, each of its {report.ranked.removeprefix('top:')} highest classes]" if report.ranked else
           f"{report.y}[row, its target]" if report.targets else report.y)
     echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}"
          + (f"; heat map -> {image}" if image else ""))
@@ -144,8 +148,11 @@ def _render_completeness(report) -> None:
     integral its gradient evaluations and error estimate."""
     refined = report.refinement
     echo("  completeness (attributions sum against f(x) - f(baseline)):")
-    rows = [["row", "sum", "f(x) - f(baseline)", "gap"] + (["evaluations", "error"] if refined else [])] + [
-        [str(c.row), f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}", percent(c.gap)]
+    ranked = bool(report.ranked)
+    rows = [["row"] + (["class"] if ranked else []) + ["sum", "f(x) - f(baseline)", "gap"]
+            + (["evaluations", "error"] if refined else [])] + [
+        [str(c.row)] + ([str(c.target)] if ranked else [])
+        + [f"{c.attribution_sum:.6g}", f"{c.output_difference:.6g}", percent(c.gap)]
         + ([str(c.steps), f"{c.error:.3g}"] if refined else []) for c in report.completeness]
     echo(*table(rows, indent="    "))
     if refined:
@@ -164,13 +171,18 @@ def percent(fraction: float) -> str:
 
 
 def _target(text: str | None):
-    """``--target`` as attribute takes it: None, an index, "predicted", or an array of one index per row."""
+    """``--target`` as attribute takes it: None, an index, "predicted", an array of
+    one index per row, or several a row (top:K, all)."""
     if text is None or text == "predicted":
         return text
     if text.isdigit():
         return int(text)
+    ranked = ranked_targets(text, "--target")
+    if ranked is not None:
+        return ranked
     if not text.endswith(".npy"):
-        raise UsageError(f"--target {text!r}: give a class index (0, 1, ...), predicted, or a FILE.npy of indices")
+        raise UsageError(f"--target {text!r}: give a class index (0, 1, ...), predicted, a FILE.npy of indices, "
+                         "top:K or all")
     targets = load_array(text, "--target")
     if targets.dtype.kind not in "iu" or targets.ndim != 1:
         raise UsageError(f"--target {text} holds {targets.dtype} of shape {list(targets.shape)}: give one integer "

@@ -30,6 +30,19 @@ def image_format(path: str) -> str:
     return IMAGE_FORMATS[ending]
 
 
+def each_target_a_row(attributions: Any, inputs: Any, ranked: bool) -> tuple[Any, Any]:
+    """Attributions and the inputs they are of, one row of the picture each: with
+    several targets a row (shape (rows, K, *row)) each target's map is a row of
+    its own, beside its input."""
+    import numpy as np
+
+    if not ranked:
+        return attributions, inputs
+    attributions = np.asarray(attributions)
+    return (attributions.reshape((-1,) + attributions.shape[2:]),
+            np.repeat(np.asarray(inputs), attributions.shape[1], axis=0))
+
+
 def heatmap_image(attributions: Any, image_format: str = "PNG", inputs: Any = None) -> bytes:
     """The picture of image-shaped attributions (N, H, W, C) described above; without
     ``inputs`` (or where they are not images of the attributions' height and width),

@@ -34,6 +34,32 @@ AGGREGATES = ("mean", "abs", "squared", "variance")
 
 
 @dataclass(frozen=True)
+class RankedTargets:
+    """Several classes per row in one call, each attributed as a target of its
+    own: the ``count`` classes y scores highest for the row, best first
+    (``top:K``), or every class in index order (``all``, ``count`` None)."""
+
+    count: int | None
+
+    def __str__(self) -> str:
+        return "all" if self.count is None else f"top:{self.count}"
+
+
+def ranked_targets(text: str, name: str) -> RankedTargets | None:
+    """``top:K`` or ``all`` as a :class:`RankedTargets`; None for any other text
+    (which the caller reads as it does); ``top:`` with no count of at least 1
+    refused, naming ``name``."""
+    if text == "all":
+        return RankedTargets(None)
+    if not text.startswith("top:"):
+        return None
+    count = text.removeprefix("top:")
+    if not count.isdigit() or int(count) < 1:
+        raise UsageError(f"{name} {text!r}: give top:K with K a whole number of classes, at least 1 (e.g. top:3)")
+    return RankedTargets(int(count))
+
+
+@dataclass(frozen=True)
 class Noise:
     """SmoothGrad over any method: the attributions of ``samples`` copies of each
     row with Gaussian noise of ``sigma`` times the row's range (max - min), as the
@@ -101,7 +127,7 @@ class AttributeOptions:
     method: Method
     x: str | None = None
     y: str | None = None
-    target: Any = None  # an index for every row, "predicted", or an array of one index per row
+    target: Any = None  # an index for every row, "predicted", an array of one index per row, or RankedTargets
     allow_uncovered: bool = False
     allow_effects: bool = False
     kind: str | None = None
@@ -141,6 +167,7 @@ class RowCheck:
     output_difference: float
     steps: int = 0  # refined to a tolerance: the gradient evaluations the row took
     error: float = 0.0  # refined: the largest change of one attribution in the last round (an error estimate)
+    target: int | None = None  # with several targets a row (top:K, all): the class this check is of
 
     @property
     def gap(self) -> float:
@@ -170,7 +197,8 @@ class AttributionReport:
     y: str
     target: int | None
     shape: tuple = ()
-    targets: list = field(default_factory=list)  # one class per row (--target FILE.npy or predicted)
+    targets: list = field(default_factory=list)  # one class per row (FILE.npy, predicted), or a list each (ranked)
+    ranked: str = ""  # several targets a row, "top:K" or "all": the attributions are (rows, K, *row)
     noise: str = ""  # SmoothGrad's samples, sigma and aggregate, when the method is smoothed
     layer: str = ""  # Grad-CAM's layer
     rules: dict = field(default_factory=dict)  # op type -> the spec the method gives it, for those on the path

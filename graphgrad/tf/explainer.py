@@ -32,14 +32,17 @@ from ..methods.options import (
     AttributeOptions,
     AttributionReport,
     Noise,
+    RankedTargets,
     Refinement,
     RowCheck,
     RunOptions,
     as_noise,
     checked_rows,
     positive_seconds,
+    ranked_targets,
     refuse_not_finite,
 )
+from ..methods.ranks import class_order, joined
 from ..methods.registry import (
     GRADIENT_RULE,
     PATH_INTEGRAL,
@@ -251,7 +254,7 @@ class Explainer:
         if not by_row:
             return
         run = self.run
-        given = f"{self.names.target} {'predicted' if isinstance(target, str) else '(a class per row)'}"
+        given = f"{self.names.target} {target if isinstance(target, (str, RankedTargets)) else '(a class per row)'}"
         if self.one_example:
             raise UsageError(f"{given} chooses one class per example, and {self.one_example}, so y's rows are not "
                              f"examples; give {self.names.target} INDEX")
@@ -273,16 +276,20 @@ class Explainer:
     def explain(self, inputs: Any, target: Any = None, baseline: Any = None, noise: "Noise | tuple | None" = None,
                 timeout: float | None = None) -> tuple[Any, AttributionReport]:
         """Attributions of ``y[..., target]`` (``target``: an index; one per row, as an
-        array or ``"predicted"``; None: the default given) to x for every row of
-        ``inputs``, against ``baseline`` (x's shape, or one row; None: zeros) for the
-        methods that take one, smoothed by ``noise`` if given (a :class:`Noise`, or
-        ``(samples, sigma)``), its runs stopped after ``timeout`` seconds (None: the
-        default given). Returns ``(attributions, report)``."""
+        array or ``"predicted"``; several a row, ``"top:K"`` or ``"all"``, which
+        give attributions of shape (rows, K, *row); None: the default given) to x
+        for every row of ``inputs``, against ``baseline`` (x's shape, or one row;
+        None: zeros) for the methods that take one, smoothed by ``noise`` if given
+        (a :class:`Noise`, or ``(samples, sigma)``), its runs stopped after
+        ``timeout`` seconds (None: the default given). Returns ``(attributions,
+        report)``."""
         options, method = self.options, self.options.method
         target = _checked_target(options.target if target is None else target, self.names)
         noise = options.noise if noise is None else as_noise(noise)
         timeout = options.timeout if timeout is None else positive_seconds(timeout)
         _refuse_noise(method, noise, options)
+        if isinstance(target, RankedTargets):
+            return self._explain_ranked(inputs, target, baseline, noise, timeout)
         report = AttributionReport(self.path, method.name, self.run.xs[0], self.run.y,
                                    target if isinstance(target, int) else None, rules=dict(self.rules),
                                    uncovered=list(self.uncovered), notes=self.run.moved_notes(),
@@ -304,6 +311,30 @@ class Explainer:
         attributions = attributions[0] if single else attributions
         report.shape = tuple(attributions.shape)
         return attributions, report
+
+    def _explain_ranked(self, inputs: Any, ranked: RankedTargets, baseline: Any, noise: Noise | None,
+                        timeout: float) -> tuple[Any, AttributionReport]:
+        """Each row's classes (the K y scores highest, or all), each rank a pass of
+        :meth:`explain` with one class per row, joined on a second axis; one
+        deadline for them all."""
+        self._refuse_row_targets(ranked, True)
+        rows, _ = self._rows(inputs, "predicted", self.run.xs[0])
+        scratch = AttributionReport(self.path, self.options.method.name, self.run.xs[0], self.run.y, None)
+        runs = Runs(self, None, None, None, time.monotonic() + timeout, timeout)
+        scores = in_batches(lambda value, _: runs.evaluate(self.run.y_tensor, value), rows,
+                            self._batching(rows, scratch))
+        order = class_order(scores, ranked, self.names.target)
+        passes = []
+        for rank in range(order.shape[1]):
+            left = runs.deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise RunStopped(runs.until.stopped)
+                passes.append(self.explain(rows, order[:, rank], baseline, noise, left))
+            except RunStopped:  # say the whole call's time, and how far the classes got
+                raise RunStopped(f"{runs.until.stopped} (after {rank} of the {order.shape[1]} classes a row of "
+                                 f"{ranked}, each a pass of its own)") from None
+        return joined(passes, order, ranked)
 
     def _rows(self, inputs: Any, target: Any, x_name: str) -> tuple[Any, bool]:
         """The rows as an array of x's dtype (an x without a batch axis: one example
@@ -539,12 +570,15 @@ def _refuse_unknown_settings(settings: dict) -> None:
 
 
 def _checked_target(target: Any, names: ArgumentNames) -> Any:
-    """``target`` as explain takes it: None, a class index from 0, ``"predicted"``, or
-    one index per row (an array of integers); anything else refused in one line."""
+    """``target`` as explain takes it: None, a class index from 0, ``"predicted"``,
+    one index per row (an array of integers), or several a row (``"top:K"``,
+    ``"all"``, a :class:`RankedTargets`); anything else refused in one line."""
     import numpy as np
 
-    if target is None or (isinstance(target, str) and target == "predicted"):
+    if target is None or (isinstance(target, str) and target == "predicted") or isinstance(target, RankedTargets):
         return target
+    if isinstance(target, str) and ranked_targets(target, names.target) is not None:
+        return ranked_targets(target, names.target)
     if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
         if target < 0:
             raise UsageError(f"{names.target} {target}: give a class index from 0")
@@ -553,8 +587,8 @@ def _checked_target(target: Any, names: ArgumentNames) -> Any:
         targets = np.asarray(target)
         if targets.dtype.kind in "iu" and targets.ndim == 1:
             return targets
-    raise UsageError(f"{names.target} {target!r}: give a class index, one index per row (an array of integers), or "
-                     "'predicted'")
+    raise UsageError(f"{names.target} {target!r}: give a class index, one index per row (an array of integers), "
+                     "'predicted', 'top:K' or 'all'")
 
 
 def _refuse_options_the_kind_does_not_take(method: Method, options: AttributeOptions, names: ArgumentNames) -> None:
