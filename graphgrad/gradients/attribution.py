@@ -116,11 +116,27 @@ class _Pairs:
         """The multipliers reaching the op's output, of the input's rows (both halves carry the same)."""
         return grad if self.twin is not None else self.tf.split(grad, 2)[0]
 
-    def has_rows(self, tensor: Any, like: Any) -> bool:
-        """Whether a factor varies with the rows (else a constant, whose own value is its mean)."""
+    def has_rows(self, tensor: Any, like: Any) -> bool | None:
+        """Whether a factor varies with the rows of ``like`` (else a constant broadcast
+        along them, whose own value is its mean), as the static shapes tell; None where
+        they do not (a TF1 loop imported from a GraphDef keeps no shapes inside it)."""
         if self.twin is not None:
             return True
-        return not (tensor.shape.rank != like.shape.rank or tensor.shape.rank == 0 or tensor.shape[0] == 1)
+        rank, like_rank = tensor.shape.rank, like.shape.rank
+        if rank == 0 or (rank is not None and tensor.shape[0] == 1):
+            return False
+        if rank is None or like_rank is None:
+            return None
+        return rank == like_rank
+
+    def varies(self, tensor: Any, like: Any) -> Any:
+        """:meth:`has_rows` decided when the graph runs: the same rank and first dimension as ``like``."""
+        tf = self.tf
+
+        def first(t: Any) -> Any:  # a scalar's first dimension taken as 0
+            return tf.concat([tf.shape(t), [0]], 0)[0]
+
+        return tf.logical_and(tf.equal(tf.rank(tensor), tf.rank(like)), tf.equal(first(tensor), first(like)))
 
 
 def _deeplift_product(tf, op, grads):
@@ -132,12 +148,16 @@ def _deeplift_product(tf, op, grads):
     z = op.outputs[0]
     pairs = _Pairs(tf, op)
 
-    def centred(t, index):
-        if not pairs.has_rows(t, z):
-            return t
+    def halves_mean(t, index):
         at_input, at_baseline = pairs.of(t, index)
         mean = (at_input + at_baseline) * tf.cast(0.5, t.dtype)
         return mean if pairs.twin is not None else tf.concat([mean, mean], 0)
+
+    def centred(t, index):
+        rows = pairs.has_rows(t, z)
+        if rows is None:  # shapes unknown (inside an imported TF1 loop): told apart as the graph runs
+            return tf.cond(pairs.varies(t, z), lambda: halves_mean(t, index), lambda: tf.identity(t))
+        return halves_mean(t, index) if rows else t
 
     def summed_to(gradient, t):  # over the dimensions the product broadcast t along
         reduce, _ = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(t), s1=tf.shape(z))
