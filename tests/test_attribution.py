@@ -270,11 +270,50 @@ def test_an_input_that_is_not_npy_is_one_line(tmp_path):
     assert "is not a .npy file (save the array with numpy.save)" in result.stderr
 
 
+def gru_in_a_tf1_loop(dtype, steps=3):
+    """A GRU over ``steps`` time steps in a TF1 while loop reading a TensorArray, as
+    dynamic_rnn builds it: x (N, steps, 6) -> its last state (N, 4), ``y``."""
+    rng = np.random.default_rng(0)
+    gates, candidate = (tf.constant(rng.normal(size=shape), dtype) for shape in ((10, 8), (10, 4)))
+    x = v1.placeholder(dtype, [None, steps, 6], name="x")
+    times = tf.TensorArray(dtype, size=steps).unstack(tf.transpose(x, [1, 0, 2]))
+
+    def step(t, h):
+        xt = times.read(t)
+        update, reset = tf.split(tf.sigmoid(tf.matmul(tf.concat([xt, h], 1), gates)), 2, 1)
+        c = tf.tanh(tf.matmul(tf.concat([xt, reset * h], 1), candidate))
+        return t + 1, update * h + (1 - update) * c
+
+    _, last = v1.while_loop(lambda t, h: t < steps, step, [tf.constant(0), tf.zeros_like(x[:, 0, :4])])
+    tf.identity(last, name="y")
+
+
+@pytest.mark.parametrize("scale", [1.0, 10.0])
+def test_deeplift_through_a_gru_in_a_tf1_loop_is_complete_on_rows_of_any_scale(tmp_path, scale):
+    """Inside a loop imported from a GraphDef the tensors keep no shapes: the gates'
+    product rule tells a factor that varies with the rows from a constant as the graph
+    runs (it took the state for a constant, and the gaps were half of f(x) - f(0)).
+    float64: complete to rounding on seeded rows nobody picked."""
+    previous = v1.control_flow_v2_enabled()
+    v1.disable_control_flow_v2()
+    try:
+        path = graph_file(tmp_path, lambda: gru_in_a_tf1_loop(tf.float64))
+    finally:
+        if previous:
+            v1.enable_control_flow_v2()
+    rows = (scale * np.random.default_rng(int(scale)).normal(size=(6, 3, 6))).astype(np.float64)
+    _, report = attribute(tmp_path, path, "deeplift", rows, "--y", "y", "--target", "1")
+    assert report["uncovered"] == [] and set(report["rules"]) == {"Mul", "Sigmoid", "Tanh"}
+    for check in report["completeness"]:
+        assert abs(check["attribution_sum"] - check["output_difference"]) < 1e-12
+        assert abs(check["output_difference"]) > 1e-3  # the rows move y: the check is not of nothing
+
+
 def test_a_real_frozen_gru_runs_deeplift_through_its_loop_and_gates(tmp_path):
     """DL4J's frozen GRU (dynamic_rnn, TF1 loops): the loop and TensorArray ops pass
     through, the gates' products take DeepLIFT's two-input rule, so deeplift runs
-    through the rebuilt loop contexts, complete (its output moves by 1e-5 here:
-    float32's rounding is the bound); gradient x input runs too."""
+    through the rebuilt loop contexts, complete (its output moves by about 1e-5,
+    and the sums meet it to 1e-12 of that); gradient x input runs too."""
     import os
 
     from conftest import REALGRAPHS
@@ -288,7 +327,8 @@ def test_a_real_frozen_gru_runs_deeplift_through_its_loop_and_gates(tmp_path):
                               "0", "-o", tmp_path / "a.npy", "--json").stdout)
     assert lift["uncovered"] == [] and set(lift["rules"]) == {"Mul", "Sigmoid", "Tanh"}
     for check in lift["completeness"]:
-        assert check["attribution_sum"] == pytest.approx(check["output_difference"], abs=1e-6)
+        assert abs(check["attribution_sum"] - check["output_difference"]) < 1e-12 + 1e-6 * abs(
+            check["output_difference"])
     result = run_cli("attribute", source, "--method", "grad_x_input", "--input", rows, "--y", "add", "--target", "0",
                      "-o", tmp_path / "a.npy", "--json")
     assert json.loads(result.stdout)["shape"] == [3, 2, 6] and np.isfinite(np.load(tmp_path / "a.npy")).all()
@@ -598,6 +638,56 @@ def test_all_targets_are_every_class_in_index_order_each_checked_for_completenes
     assert "attributions of logits[row, every class]" in text and "row  class  sum" in text
 
 
+def skip_connected_net():
+    """x (N, 4) -> hidden = relu(x W) (N, 6) -> logits = tanh(hidden) U + x V: a path that bypasses the layer."""
+    rng = np.random.default_rng(9)
+    x = v1.placeholder(tf.float32, [None, 4], name="x")
+    hidden = tf.nn.relu(tf.matmul(x, rng.standard_normal((4, 6)).astype(np.float32)), name="hidden")
+    tf.add(tf.matmul(tf.tanh(hidden), rng.standard_normal((6, 3)).astype(np.float32)),
+           tf.matmul(x, rng.standard_normal((4, 3)).astype(np.float32)), name="logits")
+
+
+def test_integrated_gradients_at_a_layer_integrate_in_its_values_with_x_held(tmp_path):
+    """alibi's layer IG: (a - a') times the mean of d logits[:, 1] / d hidden at
+    a' + (k + 0.5)/steps (a - a'), hidden fed those values and x the row (so the
+    bypass x V sees the row), computed here with tf.gradients; completeness is
+    against logits(x) - logits(x with hidden at the baseline's)."""
+    path = graph_file(tmp_path, skip_connected_net)
+    rows = RNG.normal(size=(3, 4)).astype(np.float32)
+    got, report = attribute(tmp_path, path, "integrated_gradients(steps=16)", rows, "--layer", "hidden",
+                            "--target", "1")
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
+        x, hidden = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("hidden:0")
+        score = graph.get_tensor_by_name("logits:0")[:, 1]
+        [slope] = v1.gradients(score, [hidden])
+        with v1.Session(graph=graph) as session:
+            a, at_zero = session.run(hidden, {x: rows}), session.run(hidden, {x: np.zeros_like(rows)})
+            mean = np.mean([session.run(slope, {x: rows, hidden: at_zero + (k + 0.5) / 16 * (a - at_zero)})
+                            for k in range(16)], axis=0)
+            difference = session.run(score, {x: rows}) - session.run(score, {x: rows, hidden: at_zero})
+    assert got.shape == (3, 6) and report["layer"] == "hidden:0"
+    np.testing.assert_allclose(got, mean * (a - at_zero), rtol=1e-5, atol=1e-6)
+    assert [c["output_difference"] for c in report["completeness"]] == pytest.approx(difference, rel=1e-5)
+    with graphgrad.Explainer(str(path), "integrated_gradients(steps=16)", y="logits", layer="hidden") as explainer:
+        python, _ = explainer.explain(rows, target=1)
+    np.testing.assert_array_equal(python, got)
+
+
+@pytest.mark.parametrize("method, extra, message", [
+    ("gradient", [], "--layer hidden: gradient is gradient-rule and attributes to x; a layer is taken by the class "
+                     "activation maps (gradcam, ...) and by integrated_gradients"),
+    ("integrated_gradients", ["--tolerance", "0.01"], "--layer and --tolerance: the path is refined to a tolerance at "
+                                                       "x only"),
+])
+def test_a_layer_the_method_does_not_take_is_refused_in_one_line(tmp_path, method, extra, message):
+    path = graph_file(tmp_path, skip_connected_net)
+    result = run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, ROWS[:2]), "--y", "logits",
+                     "--target", "0", "--layer", "hidden", *extra, "-o", tmp_path / "o.npy", expect=2)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_ranked_targets_in_the_python_api_and_their_refusals(tmp_path):
     scores, gradients = classifier_gradients(ROWS)
     with graphgrad.Explainer(fixture("classifier.pb"), "gradient", y="logits") as explainer:
@@ -701,13 +791,18 @@ def strided_cnn():
     tf.matmul(tf.reduce_mean(last, axis=[1, 2]), rng.standard_normal((6, 3)).astype(np.float32), name="logits")
 
 
+CAM_WEIGHTS = {"gradcam": lambda d: d.mean(axis=(1, 2), keepdims=True),  # Grad-CAM: the mean gradient of a channel
+           "layercam": lambda d: np.maximum(d, 0)}  # Layer-CAM: each position's own positive gradient
+
+
+@pytest.mark.parametrize("method", sorted(CAM_WEIGHTS))
 @pytest.mark.parametrize("layer", [None, "first"])
-def test_grad_cam_is_relu_of_the_mean_gradient_weighted_layer_resized_to_x(tmp_path, layer):
+def test_grad_cam_is_relu_of_the_gradient_weighted_layer_resized_to_x(tmp_path, layer, method):
     path = graph_file(tmp_path, strided_cnn)
     rows = RNG.uniform(0, 1, (3, 8, 8, 3)).astype(np.float32)
     out = tmp_path / "cam.npy"
     args = ["--layer", layer] if layer else []
-    report = json.loads(run_cli("attribute", path, "--method", "gradcam", "--input", _saved(tmp_path, rows),
+    report = json.loads(run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, rows),
                                 "--y", "logits", "--target", "2", *args, "-o", out, "--json").stdout)
     assert report["layer"] == f"{layer or 'last'}:0"
     graph = tf.Graph()
@@ -717,8 +812,7 @@ def test_grad_cam_is_relu_of_the_mean_gradient_weighted_layer_resized_to_x(tmp_p
         [slope] = v1.gradients(graph.get_tensor_by_name("logits:0")[:, 2], [activations])
         with v1.Session(graph=graph) as session:
             a, d = session.run([activations, slope], {x: rows})
-    alpha = d.mean(axis=(1, 2), keepdims=True)
-    cam = np.maximum((alpha * a).sum(axis=-1, keepdims=True), 0)
+    cam = np.maximum((CAM_WEIGHTS[method](d) * a).sum(axis=-1, keepdims=True), 0)
     with tf.Graph().as_default(), v1.Session() as session:
         expected = session.run(tf.image.resize(cam, [8, 8], method="bilinear"))
     np.testing.assert_allclose(np.load(out), expected, rtol=1e-6, atol=1e-6)

@@ -10,7 +10,7 @@ from ..files.writing import write_chunks
 from ..jobs.deadline import run_until
 from ..jobs.heatmap import each_target_a_row, heatmap_image, image_format
 from ..methods.options import AGGREGATES, DEFAULT_MAX_STEPS, AttributeOptions, Noise, ranked_targets
-from ..methods.registry import CATALOGUE, parse_method
+from ..methods.registry import CATALOGUE, PATH_INTEGRAL, parse_method
 from . import options
 from .render import echo, echo_json, table, tensorflow_quiet
 
@@ -27,7 +27,8 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
               help="The attribution method, e.g. deeplift or integrated_gradients(steps=64): every one is listed "
               "below.")
 @click.option("--layer", metavar="TENSOR",
-              help="gradcam's layer, a 4-D (N, H, W, C) tensor (default: the last one on the path with a height "
+              help="integrated_gradients: attribute to this layer's values instead of x's. The class activation "
+              "maps' layer, a 4-D (N, H, W, C) tensor (default: the last one on the path with a height "
               "and width over 1).")
 @click.option("--input", "input_path", required=True, metavar="FILE.npy", type=click.Path(),
               help="The rows to explain, an array of x's shape (batch first).")
@@ -126,7 +127,10 @@ def _render(report, model: str, out: str, image: str | None) -> None:
          + (f"; heat map -> {image}" if image else ""))
     if report.noise:
         echo(f"  smoothed: {report.noise}")
-    if report.layer:
+    if report.layer and parse_method(report.method).kind == PATH_INTEGRAL:
+        echo(f"  layer: {report.layer}, attributed to its values: the path runs from its values at the baseline to "
+             "those at the row, with x held at the row")
+    elif report.layer:
         echo(f"  layer: {report.layer}, resized to x's height and width")
     if report.rules:
         echo("  rules: " + ", ".join(f"{op_type}={spec}" for op_type, spec in report.rules.items()))

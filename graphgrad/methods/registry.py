@@ -158,6 +158,8 @@ ENTRIES = (
                 refuses="a path without a 4-D layer after a convolution that a run can fetch"),
     MethodEntry("gradcam_pp", CLASS_ACTIVATION, "Grad-CAM++'s weights",
                 refuses="a path without a 4-D layer after a convolution that a run can fetch"),
+    MethodEntry("layercam", CLASS_ACTIVATION, "a layer's activations weighted by their own positive gradient "
+                "(Layer-CAM)", refuses="a path without a 4-D layer after a convolution that a run can fetch"),
     MethodEntry("guided_gradcam", CLASS_ACTIVATION, "guided backpropagation times Grad-CAM's map", rules=GUIDED,
                 refuses="a path without a 4-D layer after a convolution that a run can fetch"),
     MethodEntry("scorecam", CLASS_ACTIVATION, "a layer's maps weighted by the score of x masked with each",
@@ -176,7 +178,7 @@ ALIASES = {
     "guided_backpropagation": "guided_backprop", "guided": "guided_backprop", "lrp": "eps_lrp",
     "epsilon_lrp": "eps_lrp", "shap": "deepshap", "deep_shap": "deepshap", "deep_lift": "deeplift",
     "grad_cam": "gradcam", "gradcam++": "gradcam_pp", "gradcampp": "gradcam_pp", "score_cam": "scorecam",
-    "guided_grad_cam": "guided_gradcam", "expected_gradient": "expected_gradients",
+    "layer_cam": "layercam", "guided_grad_cam": "guided_gradcam", "expected_gradient": "expected_gradients",
 }
 # Names of what is an option here, not a method.
 AS_OPTIONS = {

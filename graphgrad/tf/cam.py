@@ -1,5 +1,6 @@
-"""Class activation maps on the TensorFlow side: which layer a map is taken at, and
-Grad-CAM's (and Grad-CAM++'s) map from the layer's gradient, built into the graph."""
+"""Class activation maps on the TensorFlow side: which layer a map (or a layer's
+integrated gradients) is taken at, and Grad-CAM's (Grad-CAM++'s, Layer-CAM's) map
+from the layer's gradient, built into the graph."""
 
 from typing import Any
 
@@ -11,6 +12,7 @@ from .internals import in_while_loop
 from .loading import tensor_named
 
 CONVOLUTIONS = ("Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "FusedConv2D", "_FusedConv2D")
+GRADIENT_CAMS = ("gradcam", "gradcam_pp", "layercam")  # the maps weighted by the layer's gradient
 
 
 def cam_layer(run: Any, x: Any, path_ops: set, name: str | None, names: ArgumentNames) -> Any:
@@ -47,6 +49,23 @@ def cam_layer(run: Any, x: Any, path_ops: set, name: str | None, names: Argument
     return fetchable[-1]
 
 
+def integral_layer(run: Any, x: Any, path_ops: set, name: str, names: ArgumentNames) -> Any:
+    """The internal layer integrated gradients are taken at: ``name``, a
+    floating-point tensor on the path from x to y that a run can both fetch and
+    feed (outside loops and conditionals)."""
+    layer = tensor_named(run.graph, name)
+    ordered = [op for op in run.graph.get_operations() if op in path_ops]
+    if layer.op not in path_ops or not layer.dtype.is_floating:
+        raise UsageError(f"{names.layer} {name}: integrated gradients at a layer need a floating-point tensor on "
+                         f"the path from {x.name} to {run.y}; {name} is {layer.dtype.name} and "
+                         f"{'on' if layer.op in path_ops else 'off'} the path")
+    if in_while_loop(layer.op) or layer.op in in_branches(ordered) or not run.graph.is_feedable(layer):
+        raise UsageError(f"{names.layer} {name}: integrated gradients at a layer feed it the points of the path, "
+                         f"and {name} is inside a while loop or a conditional, where a run cannot; name one outside "
+                         "them")
+    return layer
+
+
 def in_branches(ordered: list) -> set:
     """The ops of ``ordered`` (the path, producers first) that a conditional's branch
     or a TF1 loop holds: those after a Switch (or an Enter) on the path before a Merge
@@ -69,17 +88,21 @@ def image_size(tf: Any, x: Any, one_example: str | None) -> Any:
     return None
 
 
-def grad_cam(tf: Any, output: Any, layer: Any, size: Any, plus: bool = False) -> Any:
+def grad_cam(tf: Any, output: Any, layer: Any, size: Any, weighting: str = "gradcam") -> Any:
     """ReLU(sum_k alpha_k A_k), alpha_k the spatial mean of d output / d A_k (Selvaraju
     et al., 2017), resized bilinearly to ``size`` (x's height and width; None: the
-    layer's): (N, H, W, 1). With
-    ``plus``, Grad-CAM++'s weights (Chattopadhay et al., 2018, with the exponential
-    of the score as tf-keras-vis takes it): the positive gradients of exp(S) at each
-    position, weighted by g^2 / (2 g^2 + g^3 sum(A)) normalised over the positions."""
+    layer's): (N, H, W, 1). ``weighting`` ``gradcam_pp``: Grad-CAM++'s weights
+    (Chattopadhay et al., 2018, with the exponential of the score as tf-keras-vis
+    takes it), the positive gradients of exp(S) at each position, weighted by
+    g^2 / (2 g^2 + g^3 sum(A)) normalised over the positions; ``layercam``:
+    Layer-CAM's (Jiang et al., 2021), each position's activations weighted by its
+    own positive gradient, ReLU(sum_k ReLU(g_k) A_k)."""
     [slope] = tf.compat.v1.gradients(output, [layer])
     if slope is None:
         raise UsageError(f"Grad-CAM: y does not depend on the layer {layer.name}")
-    if plus:
+    if weighting == "layercam":
+        weights = tf.nn.relu(slope)
+    elif weighting == "gradcam_pp":
         score = tf.reduce_sum(tf.reshape(output, [tf.shape(layer)[0], -1]), axis=1)  # one per row of the layer
         first = tf.reshape(tf.exp(score), [-1, 1, 1, 1]) * slope
         second, third = first * slope, first * slope * slope

@@ -44,6 +44,7 @@ from ..methods.options import (
 )
 from ..methods.ranks import class_order, joined
 from ..methods.registry import (
+    CLASS_ACTIVATION,
     GRADIENT_RULE,
     PATH_INTEGRAL,
     PERTURBATION,
@@ -53,7 +54,7 @@ from ..methods.registry import (
 )
 from .coverage import PASS_THROUGH, op_types_run, products
 from .batches import adds_its_batch, batching_for, declared_batch_freed, row_shape
-from .cam import cam_layer, grad_cam, image_size
+from .cam import GRADIENT_CAMS, cam_layer, grad_cam, image_size, integral_layer
 from .loading import given_feeds, refuse_unfed_pipelines, training_flags, unfed_inputs
 from .paths import ops_between
 from .run import Deadline, RunStopped, open_run
@@ -237,10 +238,12 @@ class Explainer:
                 size = image_size(tf, self.x, self.one_example)
                 gradient = (layer, tf.image.resize(layer, tf.shape(self.x)[1:3] if size is None else size,
                                                    method="bilinear"))
-            elif method.entry in ("gradcam", "gradcam_pp"):
+            elif method.entry in GRADIENT_CAMS:
                 layer = cam_layer(run, self.x, self.path_ops, self.options.layer, self.names)
-                gradient = grad_cam(tf, output, layer, image_size(tf, self.x, self.one_example),
-                                    method.entry == "gradcam_pp")
+                gradient = grad_cam(tf, output, layer, image_size(tf, self.x, self.one_example), method.entry)
+            elif method.kind == PATH_INTEGRAL and self.options.layer:  # alibi's layer=: the path in the layer's values
+                layer = integral_layer(run, self.x, self.path_ops, self.options.layer, self.names)
+                [gradient] = tf.compat.v1.gradients(output, [layer])
             else:
                 [gradient] = tf.compat.v1.gradients(output, [self.x])
         if gradient is None:
@@ -411,7 +414,7 @@ class Explainer:
         output, gradient, row_targets, layer, flags = self._ops_for(target)
         report.layer = layer.name if layer is not None else ""
         report.training_flags = list(flags)
-        runs = Runs(self, output, gradient, row_targets, time.monotonic() + timeout, timeout)
+        runs = Runs(self, output, gradient, row_targets, time.monotonic() + timeout, timeout, layer)
         if row_targets is not None:
             runs.targets = _row_targets(target, inputs, batching, lambda value, _: runs.evaluate(
                 self.run.y_tensor, value), self.run.y_tensor.shape[-1], self.names)
@@ -448,6 +451,8 @@ class Explainer:
     def _by_kind(self, batching: Batching, runs: "Runs") -> Callable:
         """``compute(rows, bases, origin)``: the attributions of the method's kind."""
         method = self.options.method
+        if method.kind == PATH_INTEGRAL and self.options.layer:
+            return lambda rows, bases, origin: self._integral_at_layer(rows, bases, origin, batching, runs)
         if method.kind == PATH_INTEGRAL:
             return lambda rows, bases, origin: algorithms.midpoint_integral(
                 rows, bases, method.value("steps"), batching, runs.gradient_at, origin)
@@ -457,6 +462,22 @@ class Explainer:
         times_input = method.times_input and method.kind == GRADIENT_RULE
         return lambda rows, bases, origin: algorithms.gradient_rule(rows, batching, runs.gradient_at, origin,
                                                                     times_input)
+
+    def _integral_at_layer(self, rows: Any, bases: Any, origin: Any, batching: Batching, runs: "Runs") -> Any:
+        """Integrated gradients at the layer, as alibi's ``layer=`` computes them: the
+        path runs from the layer's values at the baseline to its values at the row,
+        fed to the layer with x held at the row, so other paths from x see the row."""
+        import numpy as np
+
+        layer = runs.layer
+        values, references = (in_batches(lambda value, origins: runs.evaluate(layer, value, origins), each, batching,
+                                         origin) for each in (rows, bases))
+
+        def gradient_at(points: Any, slots: Any) -> Any:
+            return runs.evaluate(runs.gradient, rows[slots], origin[slots], {layer: points})
+
+        return algorithms.midpoint_integral(values, references, self.options.method.value("steps"), batching,
+                                            gradient_at, np.arange(len(rows)))
 
     def _refined(self, inputs: Any, base: Any, batching: Batching, runs: "Runs", report: AttributionReport) -> Any:
         """Integrated gradients refined to the tolerance by adaptive quadrature (each row within its budget)."""
@@ -484,6 +505,11 @@ class Explainer:
         row with its target, for the methods over a background set."""
         import numpy as np
 
+        if runs.layer is not None and self.options.method.kind == PATH_INTEGRAL:  # y with the layer at its baseline
+            references = in_batches(lambda value, origins: runs.evaluate(runs.layer, value, origins), base, batching)
+            return in_batches(runs.output_at, inputs, batching) - in_batches(
+                lambda value, origins: runs.output_at(inputs[origins], origins, {runs.layer: value}), references,
+                batching)
         if background is not None:
             origin = np.repeat(np.arange(len(inputs)), len(background))
             repeated = np.tile(background, (len(inputs),) + (1,) * (inputs.ndim - 1))
@@ -503,6 +529,7 @@ class Runs:
     row_targets: Any
     deadline: float
     timeout: float
+    layer: Any = None  # the layer a class activation map or a layer's integrated gradients are taken at
     targets: Any = None
 
     @property
@@ -534,13 +561,13 @@ class Runs:
             return self.evaluate(self.gradient, value[:half], origins[:half], {twin: value[half:]})
         found = self.evaluate(self.gradient, value, origins)
         # dy/dx of an example has x's shape; a class activation map has its layer's batch of one
-        cam = self.explainer.options.method.entry in ("gradcam", "gradcam_pp")
+        cam = self.explainer.options.method.entry in GRADIENT_CAMS
         return found[None] if self.explainer.one_example and not cam else found
 
-    def output_at(self, value: Any, origins: Any) -> Any:
+    def output_at(self, value: Any, origins: Any, more: dict | None = None) -> Any:
         import numpy as np
 
-        values = np.asarray(self.evaluate(self.output, value, origins), dtype=np.float64)
+        values = np.asarray(self.evaluate(self.output, value, origins, more), dtype=np.float64)
         return values.reshape(len(value), -1).sum(axis=1) if values.ndim else np.full(len(value), values)
 
 
@@ -592,6 +619,12 @@ def _checked_target(target: Any, names: ArgumentNames) -> Any:
 
 
 def _refuse_options_the_kind_does_not_take(method: Method, options: AttributeOptions, names: ArgumentNames) -> None:
+    if options.layer and method.kind not in (CLASS_ACTIVATION, PATH_INTEGRAL):
+        raise UsageError(f"{names.layer} {options.layer}: {method.entry} is {method.kind} and attributes to x; a "
+                         "layer is taken by the class activation maps (gradcam, ...) and by integrated_gradients")
+    if options.layer and options.tolerance is not None:
+        raise UsageError(f"{names.layer} and {names.tolerance}: the path is refined to a tolerance at x only; drop "
+                         "one, or give integrated_gradients more steps at the layer")
     if options.tolerance is not None and method.kind != PATH_INTEGRAL:
         raise UsageError(f"{names.tolerance} refines a path integral's steps; {method.entry} is {method.kind} and "
                          "takes none (integrated_gradients does)")
