@@ -33,18 +33,20 @@ def fixture(*parts):
 # What "refused before the run, in one line" may say: the op types a method has no
 # rule for, a class activation map's missing layer, what an x without a batch axis
 # cannot do, or a row beside its baseline in a graph that runs one row at a time.
-REFUSALS = ("has no rule for", "needs a 4-D (N, H, W, C) layer", "has no batch axis", "beside its baseline")
+REFUSALS = ("has no rule for", "needs a 4-D (N, H, W, C) layer", "has no batch axis", "beside its baseline",
+            "blur_ig blurs images")
 
 
 def every_method(source, inputs, out, *args) -> dict:
-    """``graphgrad attribute`` with each method (integrated gradients' steps and
-    expected gradients' samples cut to 4, occlusion's window to 32), each refusal
+    """``graphgrad attribute`` with each method (integrated gradients' and Blur IG's
+    steps and expected gradients' samples cut to 4, occlusion's window to 32), each refusal
     checked to be one line that says why; the names of the methods that ran."""
     from graphgrad.methods.registry import CATALOGUE
 
     ran = set()
     for method in CATALOGUE.signatures():
-        method = method.replace("steps=50", "steps=4").replace("samples=200", "samples=4").replace(
+        method = method.replace("steps=50", "steps=4").replace("steps=100", "steps=4").replace(
+            "samples=200", "samples=4").replace(
             "window=4,stride=4", "window=32,stride=32")
         result = CliRunner().invoke(main, ["attribute", str(source), "--method", method, "--input", str(inputs),
                                            "-o", str(out), *map(str, args)])

@@ -818,6 +818,63 @@ def test_grad_cam_is_relu_of_the_gradient_weighted_layer_resized_to_x(tmp_path, 
     np.testing.assert_allclose(np.load(out), expected, rtol=1e-6, atol=1e-6)
 
 
+def blurred(images, sigma):
+    """Images (N, H, W, C) convolved with a 2-D Gaussian cut at 4 sigma, zeros beyond
+    the edges: scipy.ndimage.gaussian_filter(mode="constant") written out."""
+    if sigma == 0:
+        return images.astype(np.float64)
+    radius = int(4 * sigma + 0.5)
+    taps = np.exp(-0.5 * np.arange(-radius, radius + 1) ** 2 / sigma ** 2)
+    taps /= taps.sum()
+    height, width = images.shape[1:3]
+    padded = np.pad(images.astype(np.float64), ((0, 0), (radius, radius), (radius, radius), (0, 0)))
+    return sum(taps[i] * taps[j] * padded[:, i:i + height, j:j + width]
+               for i in range(2 * radius + 1) for j in range(2 * radius + 1))
+
+
+def test_blur_ig_is_the_blur_path_integral_and_nearly_complete(tmp_path):
+    """-sum_i (sigma_{i+1} - sigma_i) (blur(x, sigma_i + h) - blur(x, sigma_i)) / h
+    * dy/dx at blur(x, sigma_i), sigma_i = i max_sigma / steps, as PAIR's saliency
+    computes Blur IG, with the gradients from tf.gradients; its sums approach
+    f(x) - f(x blurred by max_sigma), against which completeness is reported."""
+    path = graph_file(tmp_path, strided_cnn)
+    rows = RNG.uniform(0, 1, (3, 8, 8, 3)).astype(np.float32)
+    got, report = attribute(tmp_path, path, "blur_ig(max_sigma=4,steps=40)", rows, "--y", "logits", "--target", "2")
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
+        x, score = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("logits:0")[:, 2]
+        [slope] = v1.gradients(score, [x])
+        with v1.Session(graph=graph) as session:
+            expected = np.zeros(rows.shape)
+            for i in range(40):
+                sigma = i * 4 / 40
+                point = blurred(rows, sigma).astype(np.float32)
+                rate = (blurred(rows, sigma + 0.01) - point) / 0.01
+                expected -= 0.1 * rate * session.run(slope, {x: point})
+            difference = session.run(score, {x: rows}) - session.run(score, {x: blurred(rows, 4).astype(np.float32)})
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+    assert [c["output_difference"] for c in report["completeness"]] == pytest.approx(difference, rel=1e-5)
+    for check in report["completeness"]:
+        assert check["attribution_sum"] == pytest.approx(check["output_difference"], rel=0.05)
+
+
+@pytest.mark.parametrize("args, rows, message", [
+    (["--baseline", "BASE"], (2, 8, 8, 3), "--baseline: blur_ig's path ends at the row blurred by max_sigma"),
+    ([], (2, 4), "blur_ig blurs images, rows of shape (N, H, W, C); these are [2, 4]"),
+    (["--tolerance", "0.01"], (2, 8, 8, 3), "--tolerance: blur_ig integrates at x over its blur path"),
+    (["--method", "blur_ig(grad_step=0)"], (2, 8, 8, 3), "grad_step must be at least 1e-06"),
+])
+def test_what_blur_ig_does_not_take_is_refused_in_one_line(tmp_path, args, rows, message):
+    path = graph_file(tmp_path, strided_cnn) if len(rows) == 4 else fixture("classifier.pb")
+    inputs = _saved(tmp_path, RNG.uniform(0, 1, rows).astype(np.float32))
+    args = [_saved_as(tmp_path / "base.npy", np.load(inputs)) if arg == "BASE" else arg for arg in args]
+    method = [] if "--method" in args else ["--method", "blur_ig"]
+    result = run_cli("attribute", path, *method, *args, "--input", inputs, "--y", "logits", "--target", "0", "-o",
+                     tmp_path / "o.npy", expect=2)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_grad_cam_without_a_spatial_layer_is_one_line(tmp_path):
     result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradcam", "--input",
                      fixture("classifier_rows.npy"), "--y", "logits", "--target", "0", "-o", tmp_path / "o.npy",
@@ -1509,6 +1566,6 @@ def test_every_method_on_a_real_frozen_image_model_runs_or_says_in_one_line_what
     image = _saved(tmp_path, np.random.default_rng(0).uniform(0, 255, (96, 96, 3)).astype(np.float32))
     feeds = ["--feed", "min_size=20", "--feed", "thresholds=[0,0,0]", "--feed", "factor=0.709"]  # boxes on noise
     assert every_method(source, image, tmp_path / "out.npy", "--x", "input", "--y", "prob", "--target", "1",
-                        *feeds) == {"gradient", "grad_x_input", "integrated_gradients", "guided_backprop",
+                        *feeds) == {"gradient", "grad_x_input", "integrated_gradients", "blur_ig", "guided_backprop",
                                     "deconvnet", "expected_gradients", "occlusion"}
     assert np.load(tmp_path / "out.npy").shape == (96, 96, 3)

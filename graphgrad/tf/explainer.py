@@ -63,6 +63,7 @@ from .targets import summed_softmax, tensor_entry
 
 BACKGROUND = ("deepshap", "expected_gradients")  # reference-based over a background set, not one baseline
 BESIDE_BASELINE = ("deeplift", "deepshap")  # each row runs beside its baseline in one batch
+BLUR = "blur_ig"  # a path integral whose path blurs x: its baseline is x blurred
 UNSMOOTHED = BACKGROUND + ("occlusion", "scorecam")  # averages of their own, or no gradient: no --noise
 
 
@@ -373,6 +374,14 @@ class Explainer:
                              "use a method that does (integrated_gradients, deeplift)")
         if method.entry in BACKGROUND:
             return np.zeros_like(inputs), algorithms.background_set(baseline, inputs, names.baseline)
+        if method.entry == BLUR:
+            if baseline is not None:
+                raise UsageError(f"{names.baseline}: blur_ig's path ends at the row blurred by max_sigma, its own "
+                                 "baseline; drop it, or use integrated_gradients for a path to a baseline")
+            if inputs.ndim != 4:
+                raise UsageError(f"blur_ig blurs images, rows of shape (N, H, W, C); these are {list(inputs.shape)}: "
+                                 "use integrated_gradients")
+            return algorithms.gaussian_blur(inputs, method.value("max_sigma")), None
         # the input's shape or one row's, exactly: a baseline of (8, 8, 1) for rows of (8, 8, 3) is a mistake, which
         # broadcasting over the channels would hide
         if baseline is not None and np.shape(baseline) not in (inputs.shape, inputs.shape[1:], (1, *inputs.shape[1:])):
@@ -451,6 +460,10 @@ class Explainer:
     def _by_kind(self, batching: Batching, runs: "Runs") -> Callable:
         """``compute(rows, bases, origin)``: the attributions of the method's kind."""
         method = self.options.method
+        if method.entry == BLUR:
+            return lambda rows, bases, origin: algorithms.blur_integral(
+                rows, method.value("max_sigma"), method.value("steps"), method.value("grad_step"), batching,
+                runs.gradient_at, origin)
         if method.kind == PATH_INTEGRAL and self.options.layer:
             return lambda rows, bases, origin: self._integral_at_layer(rows, bases, origin, batching, runs)
         if method.kind == PATH_INTEGRAL:
@@ -622,6 +635,10 @@ def _refuse_options_the_kind_does_not_take(method: Method, options: AttributeOpt
     if options.layer and method.kind not in (CLASS_ACTIVATION, PATH_INTEGRAL):
         raise UsageError(f"{names.layer} {options.layer}: {method.entry} is {method.kind} and attributes to x; a "
                          "layer is taken by the class activation maps (gradcam, ...) and by integrated_gradients")
+    if method.entry == BLUR and (options.layer or options.tolerance is not None):
+        given = names.layer if options.layer else names.tolerance
+        raise UsageError(f"{given}: blur_ig integrates at x over its blur path, in its own steps; drop {given}, or "
+                         "use integrated_gradients")
     if options.layer and options.tolerance is not None:
         raise UsageError(f"{names.layer} and {names.tolerance}: the path is refined to a tolerance at x only; drop "
                          "one, or give integrated_gradients more steps at the layer")
