@@ -638,6 +638,18 @@ def test_all_targets_are_every_class_in_index_order_each_checked_for_completenes
     assert "attributions of logits[row, every class]" in text and "row  class  sum" in text
 
 
+def score_and_slope(path, of, target):
+    """``path`` imported into a graph of its own: (graph, x, the tensor ``of``,
+    logits[:, target], d logits[:, target] / d ``of``)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
+        x, at = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name(of)
+        score = graph.get_tensor_by_name("logits:0")[:, target]
+        [slope] = v1.gradients(score, [at])
+    return graph, x, at, score, slope
+
+
 def skip_connected_net():
     """x (N, 4) -> hidden = relu(x W) (N, 6) -> logits = tanh(hidden) U + x V: a path that bypasses the layer."""
     rng = np.random.default_rng(9)
@@ -656,17 +668,12 @@ def test_integrated_gradients_at_a_layer_integrate_in_its_values_with_x_held(tmp
     rows = RNG.normal(size=(3, 4)).astype(np.float32)
     got, report = attribute(tmp_path, path, "integrated_gradients(steps=16)", rows, "--layer", "hidden",
                             "--target", "1")
-    graph = tf.Graph()
-    with graph.as_default():
-        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
-        x, hidden = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("hidden:0")
-        score = graph.get_tensor_by_name("logits:0")[:, 1]
-        [slope] = v1.gradients(score, [hidden])
-        with v1.Session(graph=graph) as session:
-            a, at_zero = session.run(hidden, {x: rows}), session.run(hidden, {x: np.zeros_like(rows)})
-            mean = np.mean([session.run(slope, {x: rows, hidden: at_zero + (k + 0.5) / 16 * (a - at_zero)})
-                            for k in range(16)], axis=0)
-            difference = session.run(score, {x: rows}) - session.run(score, {x: rows, hidden: at_zero})
+    graph, x, hidden, score, slope = score_and_slope(path, "hidden:0", 1)
+    with v1.Session(graph=graph) as session:
+        a, at_zero = session.run(hidden, {x: rows}), session.run(hidden, {x: np.zeros_like(rows)})
+        mean = np.mean([session.run(slope, {x: rows, hidden: at_zero + (k + 0.5) / 16 * (a - at_zero)})
+                        for k in range(16)], axis=0)
+        difference = session.run(score, {x: rows}) - session.run(score, {x: rows, hidden: at_zero})
     assert got.shape == (3, 6) and report["layer"] == "hidden:0"
     np.testing.assert_allclose(got, mean * (a - at_zero), rtol=1e-5, atol=1e-6)
     assert [c["output_difference"] for c in report["completeness"]] == pytest.approx(difference, rel=1e-5)
@@ -805,13 +812,9 @@ def test_grad_cam_is_relu_of_the_gradient_weighted_layer_resized_to_x(tmp_path, 
     report = json.loads(run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, rows),
                                 "--y", "logits", "--target", "2", *args, "-o", out, "--json").stdout)
     assert report["layer"] == f"{layer or 'last'}:0"
-    graph = tf.Graph()
-    with graph.as_default():
-        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
-        x, activations = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name(f"{layer or 'last'}:0")
-        [slope] = v1.gradients(graph.get_tensor_by_name("logits:0")[:, 2], [activations])
-        with v1.Session(graph=graph) as session:
-            a, d = session.run([activations, slope], {x: rows})
+    graph, x, activations, _, slope = score_and_slope(path, f"{layer or 'last'}:0", 2)
+    with v1.Session(graph=graph) as session:
+        a, d = session.run([activations, slope], {x: rows})
     cam = np.maximum((CAM_WEIGHTS[method](d) * a).sum(axis=-1, keepdims=True), 0)
     with tf.Graph().as_default(), v1.Session() as session:
         expected = session.run(tf.image.resize(cam, [8, 8], method="bilinear"))
@@ -840,19 +843,15 @@ def test_blur_ig_is_the_blur_path_integral_and_nearly_complete(tmp_path):
     path = graph_file(tmp_path, strided_cnn)
     rows = RNG.uniform(0, 1, (3, 8, 8, 3)).astype(np.float32)
     got, report = attribute(tmp_path, path, "blur_ig(max_sigma=4,steps=40)", rows, "--y", "logits", "--target", "2")
-    graph = tf.Graph()
-    with graph.as_default():
-        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
-        x, score = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("logits:0")[:, 2]
-        [slope] = v1.gradients(score, [x])
-        with v1.Session(graph=graph) as session:
-            expected = np.zeros(rows.shape)
-            for i in range(40):
-                sigma = i * 4 / 40
-                point = blurred(rows, sigma).astype(np.float32)
-                rate = (blurred(rows, sigma + 0.01) - point) / 0.01
-                expected -= 0.1 * rate * session.run(slope, {x: point})
-            difference = session.run(score, {x: rows}) - session.run(score, {x: blurred(rows, 4).astype(np.float32)})
+    graph, x, _, score, slope = score_and_slope(path, "x:0", 2)
+    with v1.Session(graph=graph) as session:
+        expected = np.zeros(rows.shape)
+        for i in range(40):
+            sigma = i * 4 / 40
+            point = blurred(rows, sigma).astype(np.float32)
+            rate = (blurred(rows, sigma + 0.01) - point) / 0.01
+            expected -= 0.1 * rate * session.run(slope, {x: point})
+        difference = session.run(score, {x: rows}) - session.run(score, {x: blurred(rows, 4).astype(np.float32)})
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
     assert [c["output_difference"] for c in report["completeness"]] == pytest.approx(difference, rel=1e-5)
     for check in report["completeness"]:
@@ -1002,14 +1001,9 @@ def test_grad_cam_plus_plus_is_its_formula(tmp_path):
     out = tmp_path / "cam.npy"
     run_cli("attribute", path, "--method", "gradcam_pp", "--input", _saved(tmp_path, rows), "--y", "logits",
             "--target", "0", "-o", out)
-    graph = tf.Graph()
-    with graph.as_default():
-        v1.import_graph_def(v1.GraphDef.FromString(path.read_bytes()), name="")
-        x, a_t = graph.get_tensor_by_name("x:0"), graph.get_tensor_by_name("last:0")
-        score_t = graph.get_tensor_by_name("logits:0")[:, 0]
-        [g_t] = v1.gradients(score_t, [a_t])
-        with v1.Session(graph=graph) as session:
-            a, g, score = (v.astype(np.float64) for v in session.run([a_t, g_t, score_t], {x: rows}))
+    graph, x, a_t, score_t, g_t = score_and_slope(path, "last:0", 0)
+    with v1.Session(graph=graph) as session:
+        a, g, score = (v.astype(np.float64) for v in session.run([a_t, g_t, score_t], {x: rows}))
     e = np.exp(score)[:, None, None, None]
     second, third = e * g ** 2, e * g ** 3
     denominator = 2 * second + third * a.sum(axis=(1, 2), keepdims=True)
