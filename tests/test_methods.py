@@ -98,10 +98,10 @@ def test_refining_keeps_every_point_and_meets_the_tolerance_on_a_cubic():
                                 _both(gradient_at, output_at, calls), np.arange(2))
     sums = refined.attributions.sum(axis=1)
     assert refined.met and (np.abs(sums - differences) / np.abs(differences) <= 1e-3).all()
-    # on f = sum(w x^3) the trapezoid rule's gap is 1/(2 n^2) of the difference, the same everywhere on the path:
-    # 1e-3 needs n = 32 (from 2), every segment doubled alike
-    assert refined.steps.tolist() == [33, 33]
-    assert refined.evaluations == sum(calls) == 2 * (32 + 1)  # n + 1 gradients a row: no point computed twice
+    # on f = sum(w x^3) the uniform trapezoid rule needs n = 32 intervals (33 gradients) for 1e-3: splitting where
+    # the error is needs no more
+    assert all(steps <= 33 for steps in refined.steps.tolist())
+    assert refined.evaluations == sum(calls) == refined.steps.sum()  # no point computed twice
 
 
 def _power(power):
