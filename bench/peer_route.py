@@ -1,7 +1,8 @@
 """What the peers' routes (shap_route.py, saliency_route.py, ...) share: their
 command line, the peer found where ``pip install --target`` put it, the frozen graph
-imported as their users import it, in a TF1 default graph, and the search for the
-fewest steps a peer's integrated gradients need.
+imported as their users import it, in a TF1 default graph, PAIR's saliency run on
+it as its users run it, and the search for the fewest steps a peer's integrated
+gradients need.
 
     python bench/PEER_route.py GRAPH.pb X Y TARGET ROWS.npy OUT.npy [PEER_PATH]
 """
@@ -43,3 +44,27 @@ def fewest_steps(largest_gap, start: int, most: int, tolerance: float) -> tuple[
         steps *= 2
         gap = largest_gap(steps)
     return steps, gap
+
+
+def saliency_masks(method: str, baseline: bool, **settings) -> None:
+    """PAIR's saliency ``method`` (a class of ``saliency.core``) on each row, as its
+    users run it: its call_model_function a TF1 session's gradient of the target's
+    logit, ``GetMask(row, ..., **settings)`` (and a zero ``x_baseline`` if
+    ``baseline``); the masks saved to OUT.npy."""
+    graph_path, x_name, y_name, target, rows_path, out_path = arguments()
+    import numpy as np
+    import tensorflow as tf
+
+    import saliency.core as saliency
+
+    x, y = imported(graph_path, x_name, y_name)
+    [gradient] = tf.compat.v1.gradients(y[:, target], [x])
+    rows = np.load(rows_path)
+    with tf.compat.v1.Session() as session:
+        def call_model(batch, call_model_args=None, expected_keys=None):
+            return {saliency.INPUT_OUTPUT_GRADIENTS: session.run(gradient, {x: batch})}
+
+        masker = getattr(saliency, method)()
+        masks = [masker.GetMask(row, call_model, **({"x_baseline": np.zeros_like(row)} if baseline else {}),
+                                **settings) for row in rows]
+    np.save(out_path, np.asarray(masks, dtype=np.float32))

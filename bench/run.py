@@ -497,9 +497,10 @@ def _peer_path(module: str, requirement: str, target: str):
 ATTRIBUTION_MODELS = {
     "attribution": ((64, 784), 0, ATTRIBUTION_METHODS,
                     "attribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows"),
-    "cnn": ((64, 28, 28, 1), 0, ATTRIBUTION_METHODS,
+    "cnn": ((64, 28, 28, 1), 0, ATTRIBUTION_METHODS + ["blur_ig"],
             "cnn.pb: 28 x 28 x 1 -> 2 x (convolution, Relu, max pooling) -> 10, 64 rows"),
-    "mobilenet": ((8, 224, 224, 3), 995, ["gradient", "integrated_gradients(steps=50)", "guided_backprop", "deeplift"],
+    "mobilenet": ((8, 224, 224, 3), 995, ["gradient", "integrated_gradients(steps=50)", "guided_backprop", "deeplift",
+                                         "blur_ig"],
                   "mobilenet.pb: Keras' MobileNetV2 (random weights; Relu6, batch normalisation), 8 rows, class 995"),
 }
 
@@ -574,8 +575,8 @@ def ig_steps(work):
 
 def attribution(repeat, work):
     """Each method of graphgrad attribute against a plain gradient, deeplift against
-    SHAP's DeepExplainer (the same rule) and integrated gradients against PAIR's
-    saliency, on the same graphs: an MLP, a CNN and MobileNetV2."""
+    SHAP's DeepExplainer (the same rule) and integrated gradients and Blur IG (on
+    images) against PAIR's saliency, on the same graphs: an MLP, a CNN and MobileNetV2."""
     shap_path = _peer_path("shap", "shap", SHAP_TARGET)
     saliency_path = _peer_path("saliency.core", "saliency==0.2.1", SALIENCY_TARGET)
     for name, (shape, target, methods, title) in ATTRIBUTION_MODELS.items():
@@ -600,6 +601,8 @@ def _attribution_model(name, shape, target, methods, title, shap_path, saliency_
     if saliency_path is not None:
         peers["saliency IntegratedGradients(50)"] = ("saliency_route.py", saliency_path,
                                                      "integrated_gradients(steps=50)")
+        if "blur_ig" in methods:
+            peers["saliency BlurIG (its defaults)"] = ("saliency_blur_route.py", saliency_path, "blur_ig")
     for label, (route, peer_path, _) in peers.items():
         outputs[label] = os.path.join(work, f"{name}_{route}.npy")
         commands[label] = [PYTHON, os.path.join(HERE, route), source, "x:0", "logits:0", target, rows,
@@ -627,12 +630,15 @@ KERAS_VIS_TARGET = os.path.join(CACHE, "tfkerasvislib")  # tf-keras-vis, install
 TF214_VENV = os.path.join(CACHE, "tf214-venv")
 TF214_PEERS = ["tensorflow-cpu==2.14.1", "innvestigate==2.1.2", "alibi==0.9.6", "click", "numpy<2"]
 TF214_ROUTES = {"innvestigate 2.1.2": "innvestigate_route.py", "alibi 0.9.6": "alibi_route.py"}
+CAMS = ("gradcam", "layercam")  # the class activation maps the warm case compares with tf-keras-vis'
 WARM_TOOLS = {
     "session": "session.run of tf.gradients",
     "graphgrad": "graphgrad Explainer, gradient",
     "tf-keras-vis": "tf-keras-vis Saliency",
     "graphgrad-gradcam": "graphgrad Explainer, gradcam",
     "tf-keras-vis-gradcam": "tf-keras-vis Gradcam",
+    "graphgrad-layercam": "graphgrad Explainer, layercam",
+    "tf-keras-vis-layercam": "tf-keras-vis Layercam",
 }
 
 
@@ -742,11 +748,13 @@ def _warm_model(name, shape, layer, title, tools, peer, repeat, work):
     flat = np.abs(gradient).max(axis=-1).reshape(len(gradient), -1)
     scaled = ((flat - flat.min(1, keepdims=True)) / (flat.max(1, keepdims=True) - flat.min(1, keepdims=True)
                                                      + 1e-7)).reshape(saliency.shape)
-    print(f"  Explainer vs tf-keras-vis, warm: gradient {calls['tf-keras-vis'] / calls['graphgrad']:.1f}x "
-          f"faster, gradcam {calls['tf-keras-vis-gradcam'] / calls['graphgrad-gradcam']:.1f}x faster")
-    print(f"  agreement: gradient (as Saliency scales it) {np.abs(scaled - saliency).max():.2e}; gradcam "
-          f"{np.abs(load['graphgrad-gradcam'] - load['tf-keras-vis-gradcam']).max():.2e} (values up to "
-          f"{np.abs(load['tf-keras-vis-gradcam']).max():.2e}; tf-keras-vis' map before its own resizing)")
+    faster = [f"gradient {calls['tf-keras-vis'] / calls['graphgrad']:.1f}x faster"] + [
+        f"{cam} {calls[f'tf-keras-vis-{cam}'] / calls[f'graphgrad-{cam}']:.1f}x faster" for cam in CAMS]
+    print(f"  Explainer vs tf-keras-vis, warm: {', '.join(faster)}")
+    print(f"  agreement: gradient (as Saliency scales it) {np.abs(scaled - saliency).max():.2e}; " + "; ".join(
+        f"{cam} {np.abs(load[f'graphgrad-{cam}'] - load[f'tf-keras-vis-{cam}']).max():.2e} (values up to "
+        f"{np.abs(load[f'tf-keras-vis-{cam}']).max():.2e})" for cam in CAMS)
+        + " (tf-keras-vis' maps before their own resizing)")
 
 
 def main():

@@ -8,16 +8,18 @@ after a convolution). TOOL is one of
   session               a bare session.run of tf.gradients(logits[:, 0], x) on the frozen graph
   graphgrad             graphgrad.Explainer(MODEL.pb, "gradient").explain(rows, 0)
   graphgrad-gradcam     the same with "gradcam", each row's predicted class (found
-                        in each call)
-  graphgrad=METHOD      the same with METHOD (innvestigate's counterparts)
+                        in each call); graphgrad-layercam: with "layercam"
+  graphgrad=METHOD      the same with METHOD (innvestigate's counterparts); METHOD@LAYER:
+                        attributed to the frozen graph's tensor of that Keras layer
   tf-keras-vis          tf_keras_vis.saliency.Saliency on the Keras model
   tf-keras-vis-gradcam  tf_keras_vis.gradcam.Gradcam on CAM_LAYER, the same classes
-                        (found once, before the calls)
+                        (found once, before the calls); tf-keras-vis-layercam:
+                        tf_keras_vis.layercam.Layercam, the same way
 
 Prints one JSON line: the first call's seconds (loading and building included,
 from the process start) and the median of the warm calls. OUT.npy gets the first
 call's attributions (tf-keras-vis' saliency: the largest |dy/dx| over the
-channels, scaled to [0, 1] per row; its Grad-CAM: the map before its own resizing
+channels, scaled to [0, 1] per row; its CAMs: the map before its own resizing
 and scaling, resized bilinearly by TensorFlow as graphgrad resizes, to compare;
 the others: what they return).
 """
@@ -29,6 +31,7 @@ import time
 
 START = time.perf_counter()
 WARM_CALLS = 50
+CAMS = ("gradcam", "layercam")
 
 
 def timed(call, compared=None) -> dict:
@@ -61,23 +64,39 @@ def session_route(graph_path: str, rows):
     return lambda: session.run(gradient, {x: rows})
 
 
+def frozen_layer(graph_path: str, layer: str) -> str:
+    """The frozen graph's op of the Keras layer ``layer``: the last one in its name
+    scope (which Keras 3's tracing may suffix, ``pool1_1``)."""
+    import re
+
+    import graphgrad
+
+    scope = re.compile(rf"(^|/){re.escape(layer)}(_\d+)?/")
+    return [node.name for node in graphgrad.iter_nodes(graphgrad.read_model(graph_path))
+            if scope.search(node.name)][-1]
+
+
 def graphgrad_route(graph_path: str, rows, method: str):
     import graphgrad
 
-    explainer = graphgrad.Explainer(graph_path, method, x="x", y="logits")
-    target = "predicted" if method == "gradcam" else 0
+    method, _, layer = method.partition("@")
+    explainer = graphgrad.Explainer(graph_path, method, x="x", y="logits",
+                                    **({"layer": frozen_layer(graph_path, layer)} if layer else {}))
+    target = "predicted" if method in CAMS else 0
     return lambda: explainer.explain(rows, target)[0]
 
 
-def keras_vis_route(keras_path: str, rows, gradcam: bool, layer: str):
+def keras_vis_route(keras_path: str, rows, cam: str | None, layer: str):
     import keras
     from tf_keras_vis.gradcam import Gradcam
+    from tf_keras_vis.layercam import Layercam
     from tf_keras_vis.saliency import Saliency
     from tf_keras_vis.utils.scores import CategoricalScore
 
     model = keras.models.load_model(keras_path)
-    if gradcam:  # each row's predicted class (a random net's class 0 has no positive evidence in most rows)
-        explainer, score = Gradcam(model, clone=False), CategoricalScore(list(model.predict(rows).argmax(axis=1)))
+    if cam:  # each row's predicted class (a random net's class 0 has no positive evidence in most rows)
+        kind = {"gradcam": Gradcam, "layercam": Layercam}[cam]
+        explainer, score = kind(model, clone=False), CategoricalScore(list(model.predict(rows).argmax(axis=1)))
 
         def raw_cam_resized():  # its map before its own resizing (scipy's zoom) and scaling, resized as graphgrad's
             import tensorflow as tf
@@ -106,9 +125,9 @@ def main():
     elif tool.startswith("graphgrad="):
         call = graphgrad_route(graph_path, rows, tool.split("=", 1)[1])
     elif tool.startswith("graphgrad"):
-        call = graphgrad_route(graph_path, rows, "gradcam" if tool.endswith("gradcam") else "gradient")
+        call = graphgrad_route(graph_path, rows, tool.split("-")[1] if "-" in tool else "gradient")
     else:
-        call, compared = keras_vis_route(keras_path, rows, tool.endswith("gradcam"), layer)
+        call, compared = keras_vis_route(keras_path, rows, tool.split("-")[-1] if tool.endswith(CAMS) else None, layer)
     print(json.dumps(timed(call, compared)))
 
 
