@@ -1505,12 +1505,16 @@ def test_grad_cam_takes_no_layer_inside_a_conditional(tmp_path):
 @pytest.mark.parametrize("method, target, code, message", [
     ("deeplift", "2", 1, "deeplift runs each example beside its baseline in one batch, and x:0 has no batch axis"),
     ("gradient", "predicted", 2, "--target predicted chooses one class per example, and x:0 has no batch axis"),
+    ("gradient", "top:2", 2, "--target top:2 chooses one class per example, and x:0 has no batch axis"),
+    ("integrated_gradients --layer features", "1", 2, "--layer features: integrated gradients at a layer feed it a "
+                                                      "batch of points, and x:0 has no batch axis"),
 ])
 def test_what_an_x_without_a_batch_axis_cannot_do_is_one_line(tmp_path, method, target, code, message):
     path = graph_file(tmp_path, batchless_image_net)
-    result = run_cli("attribute", path, "--method", method, "--input", _saved(tmp_path, RNG.normal(size=(4, 4, 3))
-                                                                               .astype(np.float32)),
-                     "--y", "logits", "--target", target, "-o", tmp_path / "out.npy", expect=code)
+    method, *layer = method.split()
+    result = run_cli("attribute", path, "--method", method, *layer, "--input",
+                     _saved(tmp_path, RNG.normal(size=(4, 4, 3)).astype(np.float32)), "--y", "logits", "--target",
+                     target, "-o", tmp_path / "out.npy", expect=code)
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 

@@ -243,6 +243,9 @@ class Explainer:
                 layer = cam_layer(run, self.x, self.path_ops, self.options.layer, self.names)
                 gradient = grad_cam(tf, output, layer, image_size(tf, self.x, self.one_example), method.entry)
             elif method.kind == PATH_INTEGRAL and self.options.layer:  # alibi's layer=: the path in the layer's values
+                if self.one_example:
+                    raise UsageError(f"{self.names.layer} {self.options.layer}: integrated gradients at a layer feed "
+                                     f"it a batch of points, and {self.one_example}; attribute to x (drop the layer)")
                 layer = integral_layer(run, self.x, self.path_ops, self.options.layer, self.names)
                 [gradient] = tf.compat.v1.gradients(output, [layer])
             else:
