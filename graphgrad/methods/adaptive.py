@@ -9,8 +9,8 @@ round splits, at its midpoint, each interval that holds most of a row's error (h
 of it, at least one): one new gradient an interval, so the points gather where the
 integrand changes fastest (a random MobileNetV2's path has a few kinks of slope
 100 times its mean), and every point computed is kept. The attributions are the
-trapezoid rule over the final points, so each point's gradient is kept (float32)
-until the row is done: the memory is the evaluations' worth, rows refined together
+trapezoid rule over the final points, so each point's gradient is kept (in x's
+type) until the row is done: the memory is the evaluations' worth, rows refined together
 as many as :data:`POINT_BYTES` holds. A row stops when its gap is under the
 tolerance or its budget of evaluations is spent.
 """
@@ -40,18 +40,19 @@ class Refined:
 
 class _Path:
     """One row's points on the path, in the order computed: where (alpha), f there,
-    the path's derivative there (the gradient dotted with x - base) and the gradient."""
+    the path's derivative there (the gradient dotted with x - base) and the gradient,
+    kept in x's type (what the graph computed it in)."""
 
-    def __init__(self, alphas: Any, outputs: Any, gradients: Any, delta: Any):
-        self.delta = delta
+    def __init__(self, alphas: Any, outputs: Any, gradients: Any, delta: Any, dtype: Any):
+        self.delta, self.dtype = delta, dtype
         self.alphas, self.outputs = np.asarray(alphas, dtype=np.float64), np.asarray(outputs, dtype=np.float64)
-        self.gradients = [np.asarray(gradients, dtype=np.float32)]
+        self.gradients = [np.asarray(gradients, dtype=dtype)]
         self.slopes = np.asarray(gradients, dtype=np.float64) @ delta
 
     def add(self, alphas: Any, outputs: Any, gradients: Any) -> None:
         self.alphas = np.concatenate([self.alphas, alphas])
         self.outputs = np.concatenate([self.outputs, outputs])
-        self.gradients.append(np.asarray(gradients, dtype=np.float32))
+        self.gradients.append(np.asarray(gradients, dtype=self.dtype))
         self.slopes = np.concatenate([self.slopes, np.asarray(gradients, dtype=np.float64) @ self.delta])
 
     def intervals(self, points: int | None = None) -> tuple[Any, Any, Any]:
@@ -94,7 +95,7 @@ class _Path:
         return self.alphas[order][chosen] + widths[chosen] / 2
 
 
-# The points' gradients (float32) held at once: rows are refined this many bytes' worth at a time.
+# The points' gradients held at once: rows are refined this many bytes' worth at a time.
 POINT_BYTES = 1 << 30
 
 
@@ -105,7 +106,7 @@ def adaptive_integral(inputs: Any, base: Any, differences: Any, steps: int, tole
     gradient evaluations; ``both_at(points, origins)`` gives each point's gradient and
     its output (what is differentiated), in one run."""
     steps = max(1, min(steps, max_steps - 1))  # the first grid within the budget
-    group = max(1, POINT_BYTES // (max_steps * max(1, inputs[:1].size) * 4))
+    group = max(1, POINT_BYTES // (max_steps * max(1, inputs[:1].nbytes)))
     parts = [_refined_rows(inputs[start:start + group], base[start:start + group],
                            differences[start:start + group], steps, tolerance, max_steps, batching, both_at,
                            origin[start:start + group]) for start in range(0, len(inputs), group)]
@@ -124,7 +125,7 @@ def _refined_rows(inputs: Any, base: Any, differences: Any, steps: int, toleranc
                                     batching, both_at, origin)
     gradients = gradients.reshape(count, steps + 1, -1)
     outputs = outputs.reshape(count, steps + 1)
-    paths = [_Path(grid, outputs[row], gradients[row], flat_delta[row]) for row in range(count)]
+    paths = [_Path(grid, outputs[row], gradients[row], flat_delta[row], inputs.dtype) for row in range(count)]
     spent = np.full(count, steps + 1)
     before_last = spent.copy()  # each row's points before its own last round, for the error estimate
     gaps = _gaps(paths, differences)
