@@ -219,6 +219,11 @@ def test_max_steps_without_a_tolerance_and_a_tolerance_of_one_are_refused(tmp_pa
               "logits", "--target", "1", "-o", tmp_path / "a.npy"]
     assert "add --tolerance" in run_cli(*common, "--max-steps", "64", expect=2).stderr
     assert "--tolerance" in run_cli(*common, "--tolerance", "2", expect=2).stderr
+    # the trapezoid rule needs the path's two ends: a budget of one could not be spent as given
+    assert "--max-steps" in run_cli(*common, "--tolerance", "0.01", "--max-steps", "1", expect=2).stderr
+    with pytest.raises(UsageError, match="at least 2"):
+        graphgrad.AttributeOptions(graphgrad.methods.registry.parse_method("integrated_gradients"), tolerance=0.01,
+                                   max_steps=1)
 
 
 def test_a_refinement_stopped_by_the_deadline_says_the_refinement_took_the_time(tmp_path):

@@ -58,7 +58,7 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
               help="Path integrals (integrated_gradients): refine each row's path where its error is largest, "
               "keeping the points computed, until |sum - (f(x) - f(baseline))| is at most FRACTION of "
               "|f(x) - f(baseline)| (e.g. 0.01).")
-@click.option("--max-steps", type=click.IntRange(1), default=DEFAULT_MAX_STEPS, show_default=True,
+@click.option("--max-steps", type=click.IntRange(2), default=DEFAULT_MAX_STEPS, show_default=True,
               help="With --tolerance: each row's budget of gradient evaluations, spent as given; a row still over "
                    "the tolerance is reported.")
 @options.run_options
@@ -123,7 +123,8 @@ def _render(report, model: str, out: str, image: str | None) -> None:
           f"{report.y}[row, every class]" if report.ranked == "all" else
           f"{report.y}[row, each of its {report.ranked.removeprefix('top:')} highest classes]" if report.ranked else
           f"{report.y}[row, its target]" if report.targets else report.y)
-    echo(f"{model}: {report.method} attributions of {of} to {report.x} -> {out}, shape {list(report.shape)}"
+    to = report.layer if report.layer and parse_method(report.method).kind == PATH_INTEGRAL else report.x
+    echo(f"{model}: {report.method} attributions of {of} to {to} -> {out}, shape {list(report.shape)}"
          + (f"; heat map -> {image}" if image else ""))
     if report.noise:
         echo(f"  smoothed: {report.noise}")

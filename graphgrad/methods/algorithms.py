@@ -174,7 +174,8 @@ def smoothed(attribute: Callable, inputs: Any, base: Any, noise: Noise) -> Any:
                             for _ in range(noise.samples)])
     origin = np.tile(np.arange(len(inputs)), noise.samples)
     bases = np.tile(base, (noise.samples,) + (1,) * (inputs.ndim - 1))
-    each = np.asarray(attribute(noisy, bases, origin)).reshape((noise.samples,) + inputs.shape).astype(np.float64)
+    found = np.asarray(attribute(noisy, bases, origin))  # x's shape, or a layer's (integrated gradients at a layer)
+    each = found.reshape((noise.samples, len(inputs)) + found.shape[1:]).astype(np.float64)
     joined = {"squared": lambda: (each ** 2).mean(axis=0), "variance": lambda: each.var(axis=0),
               "abs": lambda: np.abs(each).mean(axis=0), "mean": lambda: each.mean(axis=0)}[noise.aggregate]()
     return joined.astype(inputs.dtype)

@@ -144,8 +144,9 @@ class AttributeOptions:
         if self.tolerance is not None and (isinstance(self.tolerance, bool) or not 0 < self.tolerance < 1):
             raise UsageError(f"tolerance={self.tolerance!r}: give the largest completeness gap to accept, a fraction "
                              "of f(x) - f(baseline) above 0 and below 1 (e.g. 0.01)")
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise UsageError(f"max_steps={self.max_steps!r}: give a whole number of steps, at least 1")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 2:
+            raise UsageError(f"max_steps={self.max_steps!r}: give a whole number of gradient evaluations, at least 2 "
+                             "(the path's two ends)")
         if self.tolerance is None and self.max_steps != DEFAULT_MAX_STEPS:
             raise UsageError(f"max_steps={self.max_steps}: it bounds the refinement to a tolerance, and none is given "
                              "(add tolerance=..., e.g. 0.01)")

@@ -132,7 +132,7 @@ ENTRIES = (
                 "dy/dx on the straight path from the baseline to x, integrated, times x - baseline",
                 (Param("steps", int, 50, 1),), times_input=True),
     MethodEntry("blur_ig", PATH_INTEGRAL, "dy/dx on the path from x to x blurred by a Gaussian, integrated (Blur IG; "
-                "images)", (Param("max_sigma", float, 50.0, 0.0), Param("steps", int, 100, 1),
+                "images)", (Param("max_sigma", float, 50.0, 1e-3), Param("steps", int, 100, 1),
                             Param("grad_step", float, 0.01, 1e-6)),
                 refuses="inputs that are not images (N, H, W, C); a baseline (its path ends at the blurred row)"),
     MethodEntry("guided_backprop", GRADIENT_RULE, "dy/dx with ReLUs passing only positive gradients of positive "

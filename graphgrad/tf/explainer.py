@@ -262,11 +262,12 @@ class Explainer:
             return
         run = self.run
         given = f"{self.names.target} {target if isinstance(target, (str, RankedTargets)) else '(a class per row)'}"
+        chooses = "its classes" if isinstance(target, RankedTargets) else "one class"
         if self.one_example:
-            raise UsageError(f"{given} chooses one class per example, and {self.one_example}, so y's rows are not "
+            raise UsageError(f"{given} chooses {chooses} per example, and {self.one_example}, so y's rows are not "
                              f"examples; give {self.names.target} INDEX")
         if run.y_tensor.shape.rank != 2:
-            raise UsageError(f"{given} chooses one class per row of y of shape [rows, classes]; {run.y} has shape "
+            raise UsageError(f"{given} chooses {chooses} per row of y of shape [rows, classes]; {run.y} has shape "
                              f"{run.y_tensor.shape.as_list() if run.y_tensor.shape.rank is not None else 'unknown'}")
 
     def _resized(self, maps: Any, size: tuple, until: Deadline) -> Any:
