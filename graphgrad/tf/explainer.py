@@ -621,8 +621,8 @@ def _checked_target(target: Any, names: ArgumentNames) -> Any:
 
     if target is None or (isinstance(target, str) and target == "predicted") or isinstance(target, RankedTargets):
         return target
-    if isinstance(target, str) and ranked_targets(target, names.target) is not None:
-        return ranked_targets(target, names.target)
+    if isinstance(target, str) and (ranked := ranked_targets(target, names.target)) is not None:
+        return ranked
     if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
         if target < 0:
             raise UsageError(f"{names.target} {target}: give a class index from 0")
