@@ -69,6 +69,17 @@ def test_embedded_gradient_equals_the_registered_one(tmp_path, spec):
     )
 
 
+def test_an_embedded_swish_sign_keeps_its_slope_in_the_tails(tmp_path):
+    """Where beta x > 7, sigmoid(beta x) rounds towards 1 in float32: a surrogate built
+    on 1 - sigmoid(beta x) had 1e-4 of the slope wrong there. Both sides against the
+    formula in float64 (y sums two Signs of x: twice the slope)."""
+    embedded, _ = surrogate_and_registered(tmp_path, "swish_sign")
+    x = np.array([-1.9, 1.7, 0.0], dtype=np.float32)
+    bx = 5 * x.astype(np.float64)
+    slope = 2 * 5 * (2 - bx * np.tanh(bx / 2)) / (1 + np.cosh(bx))
+    np.testing.assert_allclose(gradients(embedded, "y:0", "x:0", {"x:0": x})[0], slope, rtol=2e-6)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("spec", ["ste(clip=0.5)", "approx_sign", "swish_sign(beta=2)", "triangle|reverse(0.5)",
                                   "identity|scale(3)", "zero"])

@@ -262,11 +262,21 @@ def _surrogate_function(builder: _Builder, stage, x: str) -> str:
         square = builder.node("Mul", "c_abs_c", clipped, builder.node("Abs", "abs", clipped))
         h = builder.node("Sub", "triangle", clipped, builder.node("Mul", "half", square, builder.const(0.5)))
         return h if stage.name == "triangle" else builder.node("Mul", "double", h, builder.const(2.0))
-    # swish_sign: 2 s (1 + bx (1 - s)) - 1 with s = sigmoid(bx)   (SignSwish, BNN+)
-    bx = builder.node("Mul", "bx", x, builder.const(args["beta"]))
-    s = builder.node("Sigmoid", "sigmoid", bx)
+    # swish_sign (SignSwish, BNN+): h(x) = 2 s (1 + bx (1 - s)) - 1, s = sigmoid(bx), odd
+    # in x, so built on each side from t = sigmoid(-b|x|): where bx > 7, s rounds
+    # towards 1 and 1 - s, autodiff's too, loses a tenth of a percent of the slope.
+    nonnegative = builder.node("GreaterEqual", "x_nonnegative", x, builder.const(0.0),
+                               attrs=_type_attrs(builder.dtype))
+    right = _swish_sign_side(builder, x, args["beta"])
+    left = builder.node("Neg", "odd", _swish_sign_side(builder, builder.node("Neg", "minus_x", x), args["beta"]))
+    return builder.node("SelectV2", "swish_sign", nonnegative, right, left)
+
+
+def _swish_sign_side(builder: _Builder, v: str, beta: float) -> str:
+    """swish_sign's h at v >= 0: 2 (1 - t) (1 + bv t) - 1, t = sigmoid(-bv) small and exact."""
+    t = builder.node("Sigmoid", "t", builder.node("Mul", "minus_bv", v, builder.const(-beta)))
     one = builder.const(1.0)
     inner = builder.node("AddV2", "inner", one,
-                         builder.node("Mul", "bx_1_s", bx, builder.node("Sub", "one_minus_s", one, s)))
-    two_s = builder.node("Mul", "two_s", s, builder.const(2.0))
-    return builder.node("Sub", "swish_sign", builder.node("Mul", "two_s_inner", two_s, inner), one)
+                         builder.node("Mul", "bv_t", builder.node("Mul", "bv", v, builder.const(beta)), t))
+    doubled = builder.node("Mul", "two_s", builder.node("Sub", "s", one, t), builder.const(2.0))
+    return builder.node("Sub", "side", builder.node("Mul", "two_s_inner", doubled, inner), one)
