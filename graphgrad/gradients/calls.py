@@ -56,7 +56,7 @@ def inline_function(tf: Any, graph: Any, function_name: str, inputs: Sequence,
 
     definition = function_definition(graph, function_name)
     body, flat_names = function_def_to_graph_def(definition)
-    body = _with_calls_inlined(graph, body, {function_name})
+    body = with_calls_inlined(graph, body, {function_name})
     overriding = overriding_functions(graph)
     for node in unrouted_calls_into(body.node, overriding):
         node.attr[ATTR].s = CALL_GRADIENT.encode()
@@ -77,7 +77,7 @@ def inline_function(tf: Any, graph: Any, function_name: str, inputs: Sequence,
     return inputs, outputs
 
 
-def _with_calls_inlined(graph: Any, body: Any, active: set) -> Any:
+def with_calls_inlined(graph: Any, body: Any, active: set) -> Any:
     """``body`` (a GraphDef of a function's body) with each call op into a function of
     ``graph`` that carries no gradient of its own replaced by that function's body,
     recursively: its nodes under ``CALL/inlined/``, its arguments Identities of the
@@ -98,7 +98,7 @@ def _with_calls_inlined(graph: Any, body: Any, active: set) -> Any:
             continue
         definition = function_definition(graph, callee)
         inner, flat_names = function_def_to_graph_def(definition)
-        inner = _with_calls_inlined(graph, inner, active | {callee})
+        inner = with_calls_inlined(graph, inner, active | {callee})
         arguments = [arg.name for arg in definition.signature.input_arg]
         data = [ref for ref in node.input if not ref.startswith("^")]
         controls = [ref for ref in node.input if ref.startswith("^")]

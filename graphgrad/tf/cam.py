@@ -5,11 +5,15 @@ from the layer's gradient, built into the graph."""
 from typing import Any
 
 from ..errors import UsageError
+from ..gradients.calls import with_calls_inlined
 from ..graph.loops import EXITS, MERGES, SWITCHES
 from ..methods.options import ArgumentNames
 from ..names import CALL_OPS, TF1_LOOP_ENTERS
 from .internals import in_while_loop
 from .loading import tensor_named
+from .paths import ops_between
+
+INLINED = "graphgrad_inlined"  # the scope of the path computed again with its calls inlined
 
 CONVOLUTIONS = ("Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "FusedConv2D", "_FusedConv2D")
 GRADIENT_CAMS = ("gradcam", "gradcam_pp", "layercam")  # the maps weighted by the layer's gradient
@@ -22,7 +26,7 @@ def cam_layer(run: Any, x: Any, path_ops: set, name: str | None, names: Argument
     ordered = [op for op in run.graph.get_operations() if op in path_ops]  # graph order: producers first
     inside = in_branches(ordered)
     if name:
-        layer = tensor_named(run.graph, name)
+        layer = layer_named(run.graph, name, path_ops)
         if layer.shape.rank != 4 or layer.op not in path_ops:
             raise UsageError(f"{names.layer} {name}: a class activation map (Grad-CAM, Score-CAM) needs a 4-D "
                              f"(N, H, W, C) tensor on the path from {x.name} to {run.y}; it has shape {layer.shape}")
@@ -41,7 +45,8 @@ def cam_layer(run: Any, x: Any, path_ops: set, name: str | None, names: Argument
         if layers:
             why = "those on it are inside while loops or conditionals, whose values a run cannot fetch"
         elif any(op.type in CALL_OPS for op in path_ops):
-            why = "the path runs through function calls, whose layers a run cannot fetch"
+            why = ("the path runs through function calls that carry gradients of their own (kept as calls), whose "
+                   "layers a run cannot fetch")
         else:
             why = f"the path has none; name one with {names.layer}"
         raise UsageError(f"a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer with a "
@@ -49,11 +54,64 @@ def cam_layer(run: Any, x: Any, path_ops: set, name: str | None, names: Argument
     return fetchable[-1]
 
 
+def path_with_calls_inlined(tf: Any, run: Any, x: Any, path_ops: set) -> tuple[Any, set]:
+    """y computed again beside the graph, from x, with every function call on the
+    path from x to y inlined (recursively; a call with a gradient of its own stays a
+    call), so that the layers inside the functions are tensors a run can fetch and
+    feed: a SavedModel's signature is a call into the model's function. The copy
+    reads what the path takes from outside it (variables' handles, other inputs)
+    from the graph itself, so it computes what y computes. Returns (the copy's y,
+    the ops from x to it); (y, ``path_ops``) when the path calls nothing."""
+    if not any(op.type in CALL_OPS for op in path_ops):
+        return run.y_tensor, path_ops
+    path = tf.compat.v1.GraphDef()
+    path.versions.CopyFrom(run.graph.graph_def_versions)
+    for op in run.graph.get_operations():  # graph order: producers first
+        if op in path_ops and op is not x.op:
+            path.node.add().CopyFrom(op.node_def)
+    inlined = with_calls_inlined(run.graph, path, set())
+    copied = {node.name for node in inlined.node}
+    outside = {}
+    for node in inlined.node:
+        # What the session has already run (a restore, an initializer) need not run again.
+        kept = [ref for ref in node.input if not (ref.startswith("^") and ref[1:] not in copied)]
+        del node.input[:]
+        node.input.extend(kept)
+        for ref in kept:
+            name, _, index = ref.partition(":")
+            if not ref.startswith("^") and name not in copied:
+                outside[ref] = run.graph.get_tensor_by_name(f"{name}:{index or 0}")
+    [y] = tf.compat.v1.import_graph_def(inlined, input_map=outside, return_elements=[run.y_tensor.name],
+                                        name=INLINED)
+    return y, ops_between([x], y)
+
+
+def layer_named(graph: Any, name: str, path_ops: set) -> Any:
+    """The tensor ``name`` names: on a path computed again with its calls inlined
+    (:func:`path_with_calls_inlined`), its copy there, a name inside a called
+    function as ``CALL/inlined/NAME`` or NAME alone where one call holds it."""
+    full = name if ":" in name else name + ":0"
+    on_path = {tensor.name: tensor for op in path_ops for tensor in op.outputs}
+    for candidate in (full, f"{INLINED}/{full}"):
+        if candidate in on_path:
+            return on_path[candidate]
+    inside = sorted(found for found in on_path if found.endswith("/inlined/" + full))
+    if len(inside) > 1:
+        raise UsageError(f"{name} is inside {len(inside)} function calls on the path; name one of "
+                         f"{', '.join(shown_name(on_path[found]) for found in inside)}")
+    return on_path[inside[0]] if inside else tensor_named(graph, name)
+
+
+def shown_name(tensor: Any) -> str:
+    """A tensor's name as the model names it (a copy on an inlined path without the copy's scope)."""
+    return tensor.name.removeprefix(f"{INLINED}/")
+
+
 def integral_layer(run: Any, x: Any, path_ops: set, name: str, names: ArgumentNames) -> Any:
     """The internal layer integrated gradients are taken at: ``name``, a
     floating-point tensor on the path from x to y that a run can both fetch and
     feed (outside loops and conditionals)."""
-    layer = tensor_named(run.graph, name)
+    layer = layer_named(run.graph, name, path_ops)
     ordered = [op for op in run.graph.get_operations() if op in path_ops]
     if layer.op not in path_ops or not layer.dtype.is_floating:
         raise UsageError(f"{names.layer} {name}: integrated gradients at a layer need a floating-point tensor on "

@@ -54,7 +54,7 @@ from ..methods.registry import (
 )
 from .coverage import PASS_THROUGH, op_types_run, products
 from .batches import adds_its_batch, batching_for, declared_batch_freed, row_shape
-from .cam import GRADIENT_CAMS, cam_layer, grad_cam, image_size, integral_layer
+from .cam import GRADIENT_CAMS, cam_layer, grad_cam, image_size, integral_layer, path_with_calls_inlined, shown_name
 from .loading import given_feeds, refuse_unfed_pipelines, training_flags, unfed_inputs
 from .paths import ops_between
 from .run import Deadline, RunStopped, open_run
@@ -120,6 +120,7 @@ class Explainer:
         self._cover(method, options)
         self.tf = tensorflow()
         self._built: dict = {}  # kind of target -> (output, what is differentiated, row targets, layer, flags)
+        self._inlined: tuple | None = None  # (y, the path to it) with the path's calls inlined, for a layer
         self._resize: Any = None  # Score-CAM's resize of its maps to x: (placeholder, size, resized)
         self._batchings: dict = {}  # bytes of a row -> its Batching
         self._building = threading.Lock()  # graph changes (a target's ops), one thread at a time
@@ -226,27 +227,29 @@ class Explainer:
         self._refuse_row_targets(target, by_row)
         with run.graph.as_default(), tf1_control_flow(run.graph):
             row_targets = tf.compat.v1.placeholder(tf.int32, [None], name="graphgrad_targets") if by_row else None
-            output = (tf.gather(run.y_tensor, row_targets, axis=1, batch_dims=1) if by_row
-                      else tensor_entry(run.y_tensor, target))
+            y, path_ops = run.y_tensor, self.path_ops
+            if method.kind == CLASS_ACTIVATION or self.options.layer:  # a layer inside a call must be fetchable
+                y, path_ops = self._inlined_path()
+            output = tf.gather(y, row_targets, axis=1, batch_dims=1) if by_row else tensor_entry(y, target)
             layer = None
             if method.kind == PERTURBATION:
                 gradient = output  # no gradient: the output itself, run on occluded copies
             elif method.entry == "scorecam":  # no gradient: the layer, and the score of masked copies of x
-                layer = cam_layer(run, self.x, self.path_ops, self.options.layer, self.names)
-                probabilities = tf.nn.softmax(run.y_tensor)
+                layer = cam_layer(run, self.x, path_ops, self.options.layer, self.names)
+                probabilities = tf.nn.softmax(y)
                 output = (tf.gather(probabilities, row_targets, axis=1, batch_dims=1) if by_row
                           else tensor_entry(probabilities, target))
                 size = image_size(tf, self.x, self.one_example)
                 gradient = (layer, tf.image.resize(layer, tf.shape(self.x)[1:3] if size is None else size,
                                                    method="bilinear"))
             elif method.entry in GRADIENT_CAMS:
-                layer = cam_layer(run, self.x, self.path_ops, self.options.layer, self.names)
+                layer = cam_layer(run, self.x, path_ops, self.options.layer, self.names)
                 gradient = grad_cam(tf, output, layer, image_size(tf, self.x, self.one_example), method.entry)
             elif method.kind == PATH_INTEGRAL and self.options.layer:  # alibi's layer=: the path in the layer's values
                 if self.one_example:
                     raise UsageError(f"{self.names.layer} {self.options.layer}: integrated gradients at a layer feed "
                                      f"it a batch of points, and {self.one_example}; attribute to x (drop the layer)")
-                layer = integral_layer(run, self.x, self.path_ops, self.options.layer, self.names)
+                layer = integral_layer(run, self.x, path_ops, self.options.layer, self.names)
                 [gradient] = tf.compat.v1.gradients(output, [layer])
             else:
                 [gradient] = tf.compat.v1.gradients(output, [self.x])
@@ -256,6 +259,12 @@ class Explainer:
                 f"graphgrad check {self.path} --x {run.xs[0]} --y {run.y} says why")
         flags = training_flags(run.graph, unfed_inputs([output], self.feed)[1])
         return output, gradient, row_targets, layer, flags
+
+    def _inlined_path(self) -> tuple:
+        """y and the path to it, computed again with the path's calls inlined (once)."""
+        if self._inlined is None:
+            self._inlined = path_with_calls_inlined(self.tf, self.run, self.x, self.path_ops)
+        return self._inlined
 
     def _refuse_row_targets(self, target: Any, by_row: bool) -> None:
         if not by_row:
@@ -425,7 +434,7 @@ class Explainer:
         """The graph's runs for this call: its ops for ``target``, its deadline, each
         row's class where there is one per row."""
         output, gradient, row_targets, layer, flags = self._ops_for(target)
-        report.layer = layer.name if layer is not None else ""
+        report.layer = shown_name(layer) if layer is not None else ""
         report.training_flags = list(flags)
         runs = Runs(self, output, gradient, row_targets, time.monotonic() + timeout, timeout, layer)
         if row_targets is not None:
