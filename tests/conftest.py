@@ -50,16 +50,16 @@ REFUSALS = ("has no rule for", "needs a 4-D (N, H, W, C) layer", "has no batch a
 
 
 def every_method(source, inputs, out, *args) -> dict:
-    """``graphgrad attribute`` with each method (integrated gradients' and Blur IG's
-    steps and expected gradients' samples cut to 4, occlusion's window to 32), each refusal
+    """``graphgrad attribute`` with each method (integrated gradients', Blur IG's and
+    Guided IG's steps and expected gradients' samples cut to 4, occlusion's window to 32), each refusal
     checked to be one line that says why; the names of the methods that ran."""
     from graphgrad.methods.registry import CATALOGUE
 
     ran = set()
     for method in CATALOGUE.signatures():
-        method = method.replace("steps=50", "steps=4").replace("steps=100", "steps=4").replace(
-            "samples=200", "samples=4").replace(
-            "window=4,stride=4", "window=32,stride=32")
+        for default, cut in (("steps=50", "steps=4"), ("steps=100", "steps=4"), ("steps=200", "steps=4"),
+                             ("samples=200", "samples=4"), ("window=4,stride=4", "window=32,stride=32")):
+            method = method.replace(default, cut)
         result = CliRunner().invoke(main, ["attribute", str(source), "--method", method, "--input", str(inputs),
                                            "-o", str(out), *map(str, args)])
         if result.exit_code:

@@ -873,7 +873,7 @@ def test_blur_ig_is_the_blur_path_integral_and_reports_its_own_gap(tmp_path):
 @pytest.mark.parametrize("args, rows, message", [
     (["--baseline", "BASE"], (2, 8, 8, 3), "--baseline: blur_ig's path ends at the row blurred by max_sigma"),
     ([], (2, 4), "blur_ig blurs images, rows of shape (N, H, W, C); these are [2, 4]"),
-    (["--tolerance", "0.01"], (2, 8, 8, 3), "--tolerance: blur_ig integrates at x over its blur path"),
+    (["--tolerance", "0.01"], (2, 8, 8, 3), "--tolerance: blur_ig integrates at x over its own path"),
     (["--method", "blur_ig(grad_step=0)"], (2, 8, 8, 3), "grad_step must be at least 1e-06"),
     (["--method", "blur_ig(max_sigma=0)"], (2, 8, 8, 3), "max_sigma must be at least 0.001"),
 ])
@@ -884,6 +884,60 @@ def test_what_blur_ig_does_not_take_is_refused_in_one_line(tmp_path, args, rows,
     method = [] if "--method" in args else ["--method", "blur_ig"]
     result = run_cli("attribute", path, *method, *args, "--input", inputs, "--y", "logits", "--target", "0", "-o",
                      tmp_path / "o.npy", expect=2)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_guided_ig_with_no_room_to_deviate_is_the_straight_paths_left_sum(tmp_path):
+    """max_dist=0 holds every feature on the straight path: each step moves all of
+    them to alpha = (i + 1) / steps, so Guided IG is sum_i (x - b) / steps * dy/dx at
+    b + i / steps (x - b), the gradients from tf.gradients."""
+    path = graph_file(tmp_path, strided_cnn)
+    rows = RNG.uniform(0, 1, (3, 8, 8, 3)).astype(np.float32)
+    got, report = attribute(tmp_path, path, "guided_ig(steps=20,max_dist=0.0)", rows, "--y", "logits", "--target", "2")
+    graph, x, _, score, slope = score_and_slope(path, "x:0", 2)
+    with v1.Session(graph=graph) as session:
+        expected = sum(session.run(slope, {x: (i / 20 * rows).astype(np.float32)}).astype(np.float64)
+                       for i in range(20)) * rows / 20
+        difference = session.run(score, {x: rows}) - session.run(score, {x: np.zeros_like(rows)})
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
+    assert [c["output_difference"] for c in report["completeness"]] == pytest.approx(difference, rel=1e-5)
+    assert [c["attribution_sum"] for c in report["completeness"]] == pytest.approx(got.sum(axis=(1, 2, 3)), rel=1e-5)
+
+
+def linear_scores():
+    """x (N, 6) -> logits = x W: a gradient that is the same everywhere."""
+    weights = np.random.default_rng(4).standard_normal((6, 3)).astype(np.float32)
+    tf.matmul(v1.placeholder(tf.float32, [None, 6], name="x"), weights, name="logits")
+    return weights
+
+
+def test_guided_ig_on_a_linear_model_is_complete_whatever_its_path_and_zero_at_the_baseline(tmp_path):
+    """Where the gradient is W everywhere, any path from b to x gives (x - b) W: the
+    path Guided IG picks from the gradients (smallest first, within max_dist of the
+    straight path) must still start at b and end at x. A row equal to its baseline
+    gets zeros."""
+    path = graph_file(tmp_path, linear_scores)
+    weights = np.random.default_rng(4).standard_normal((6, 3)).astype(np.float32)
+    rows = RNG.normal(size=(4, 6)).astype(np.float32)
+    base = RNG.normal(size=(4, 6)).astype(np.float32)
+    base[1] = rows[1]
+    for method in ("guided_ig(steps=7,fraction=0.3,max_dist=0.1)", "guided_ig(steps=3,max_dist=1.0)"):
+        got, _ = attribute(tmp_path, path, method, rows, "--y", "logits", "--target", "1", "--baseline",
+                           _saved_as(tmp_path / "base.npy", base))
+        np.testing.assert_allclose(got, (rows - base).astype(np.float64) * weights[:, 1], rtol=1e-5, atol=1e-6)
+        assert not got[1].any()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "guided_ig(fraction=1.5)"], "fraction must be at most 1"),
+    (["--method", "guided_ig(max_dist=-0.1)"], "max_dist must be at least 0"),
+    (["--method", "guided_ig", "--tolerance", "0.01"], "--tolerance: guided_ig integrates at x over its own path"),
+    (["--method", "guided_ig", "--layer", "first"], "--layer: guided_ig integrates at x over its own path"),
+])
+def test_what_guided_ig_does_not_take_is_refused_in_one_line(tmp_path, args, message):
+    inputs = _saved(tmp_path, RNG.uniform(0, 1, (2, 8, 8, 3)).astype(np.float32))
+    result = run_cli("attribute", graph_file(tmp_path, strided_cnn), *args, "--input", inputs, "--y", "logits",
+                     "--target", "0", "-o", tmp_path / "o.npy", expect=2)
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
@@ -1576,8 +1630,8 @@ def test_every_method_on_a_real_frozen_lstm_runs_or_says_in_one_line_what_it_lac
         pytest.skip(f"real graph files not present at {REALGRAPHS}")
     rows = _saved(tmp_path, RNG.uniform(0, 1, (2, 28, 28)).astype(np.float32))
     assert every_method(source, rows, tmp_path / "out.npy", "--x", "input", "--y", "add", "--target", "3") == {
-        "gradient", "grad_x_input", "integrated_gradients", "guided_backprop", "deconvnet", "eps_lrp", "eps_lrp_layers",
-        "deeplift", "deepshap", "expected_gradients", "occlusion"}
+        "gradient", "grad_x_input", "integrated_gradients", "guided_ig", "guided_backprop", "deconvnet", "eps_lrp",
+        "eps_lrp_layers", "deeplift", "deepshap", "expected_gradients", "occlusion"}
 
 
 @pytest.mark.slow
@@ -1593,6 +1647,6 @@ def test_every_method_on_a_real_frozen_image_model_runs_or_says_in_one_line_what
     image = _saved(tmp_path, np.random.default_rng(0).uniform(0, 255, (96, 96, 3)).astype(np.float32))
     feeds = ["--feed", "min_size=20", "--feed", "thresholds=[0,0,0]", "--feed", "factor=0.709"]  # boxes on noise
     assert every_method(source, image, tmp_path / "out.npy", "--x", "input", "--y", "prob", "--target", "1",
-                        *feeds) == {"gradient", "grad_x_input", "integrated_gradients", "blur_ig", "guided_backprop",
-                                    "deconvnet", "expected_gradients", "occlusion"}
+                        *feeds) == {"gradient", "grad_x_input", "integrated_gradients", "blur_ig", "guided_ig",
+                                    "guided_backprop", "deconvnet", "expected_gradients", "occlusion"}
     assert np.load(tmp_path / "out.npy").shape == (96, 96, 3)

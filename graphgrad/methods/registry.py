@@ -33,12 +33,13 @@ GATED_PRODUCTS = (PRODUCTS, SIGNAL_TAKE_ALL)  # LRP's rule for gates: a product 
 
 @dataclass(frozen=True)
 class Param:
-    """A method's parameter: a whole number or a number, at least ``minimum``."""
+    """A method's parameter: a whole number or a number, at least ``minimum`` (and at most ``maximum``)."""
 
     name: str
     type: type
     default: Any
     minimum: float | None = None
+    maximum: float | None = None
 
     def checked(self, method: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int if self.type is int else (int, float)):
@@ -46,6 +47,8 @@ class Param:
                              f"number, got {value!r}")
         if self.minimum is not None and value < self.minimum:
             raise UsageError(f"--method {method}: {self.name} must be at least {self.minimum:g}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise UsageError(f"--method {method}: {self.name} must be at most {self.maximum:g}, got {value}")
         return self.type(value)
 
 
@@ -135,6 +138,11 @@ ENTRIES = (
                 "images)", (Param("max_sigma", float, 50.0, 1e-3), Param("steps", int, 100, 1),
                             Param("grad_step", float, 0.01, 1e-6)),
                 refuses="inputs that are not images (N, H, W, C); a baseline (its path ends at the blurred row)"),
+    MethodEntry("guided_ig", PATH_INTEGRAL, "dy/dx on a path from the baseline to x that moves the features of "
+                "smallest gradient first, integrated (Guided IG)",
+                (Param("steps", int, 200, 1), Param("fraction", float, 0.25, 1e-6, 1.0),
+                 Param("max_dist", float, 0.02, 0.0, 1.0)),
+                refuses="a layer; a tolerance (its path is chosen step by step)"),
     MethodEntry("guided_backprop", GRADIENT_RULE, "dy/dx with ReLUs passing only positive gradients of positive "
                 "inputs", rules=GUIDED),
     MethodEntry("deconvnet", GRADIENT_RULE, "dy/dx with ReLUs passing only positive gradients",

@@ -64,6 +64,7 @@ from .targets import summed_softmax, tensor_entry
 BACKGROUND = ("deepshap", "expected_gradients")  # reference-based over a background set, not one baseline
 BESIDE_BASELINE = ("deeplift", "deepshap")  # each row runs beside its baseline in one batch
 BLUR = "blur_ig"  # a path integral whose path blurs x: its baseline is x blurred
+GUIDED_IG = "guided_ig"  # a path integral whose path is chosen step by step from the gradients
 UNSMOOTHED = BACKGROUND + ("occlusion", "scorecam")  # averages of their own, or no gradient: no --noise
 
 
@@ -477,6 +478,10 @@ class Explainer:
             return lambda rows, bases, origin: algorithms.blur_integral(
                 rows, method.value("max_sigma"), method.value("steps"), method.value("grad_step"), batching,
                 runs.gradient_at, origin)
+        if method.entry == GUIDED_IG:
+            return lambda rows, bases, origin: algorithms.guided_integral(
+                rows, bases, method.value("steps"), method.value("fraction"), method.value("max_dist"), batching,
+                runs.gradient_at, origin)
         if method.kind == PATH_INTEGRAL and self.options.layer:
             return lambda rows, bases, origin: self._integral_at_layer(rows, bases, origin, batching, runs)
         if method.kind == PATH_INTEGRAL:
@@ -648,10 +653,10 @@ def _refuse_options_the_kind_does_not_take(method: Method, options: AttributeOpt
     if options.layer and method.kind not in (CLASS_ACTIVATION, PATH_INTEGRAL):
         raise UsageError(f"{names.layer} {options.layer}: {method.entry} is {method.kind} and attributes to x; a "
                          "layer is taken by the class activation maps (gradcam, ...) and by integrated_gradients")
-    if method.entry == BLUR and (options.layer or options.tolerance is not None):
+    if method.entry in (BLUR, GUIDED_IG) and (options.layer or options.tolerance is not None):
         given = names.layer if options.layer else names.tolerance
-        raise UsageError(f"{given}: blur_ig integrates at x over its blur path, in its own steps; drop {given}, or "
-                         "use integrated_gradients")
+        raise UsageError(f"{given}: {method.entry} integrates at x over its own path, in its own steps; drop "
+                         f"{given}, or use integrated_gradients")
     if options.layer and options.tolerance is not None:
         raise UsageError(f"{names.layer} and {names.tolerance}: the path is refined to a tolerance at x only; drop "
                          "one, or give integrated_gradients more steps at the layer")
