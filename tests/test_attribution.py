@@ -941,6 +941,33 @@ def test_what_guided_ig_does_not_take_is_refused_in_one_line(tmp_path, args, mes
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def two_branch_cnn():
+    """x -> two convolutions side by side, each pooled, concatenated -> logits: no
+    layer is computed from the other, so neither is "the last"."""
+    rng = np.random.default_rng(6)
+    x = v1.placeholder(tf.float32, [None, 8, 8, 3], name="x")
+    pooled = [tf.reduce_mean(tf.nn.relu(tf.nn.conv2d(x, rng.standard_normal((3, 3, 3, 4)).astype(np.float32), 1,
+                                                     "SAME"), name=name), axis=[1, 2]) for name in ("left", "right")]
+    tf.matmul(tf.concat(pooled, axis=1), rng.standard_normal((8, 3)).astype(np.float32), name="logits")
+
+
+def test_grad_cam_between_parallel_last_layers_asks_which(tmp_path):
+    """Graph order picked one of two branches' layers by how the file was written (a
+    Keras export and the same model frozen picked different ones): refused, naming
+    both; either, named, runs."""
+    path = graph_file(tmp_path, two_branch_cnn)
+    rows = _saved(tmp_path, RNG.uniform(0, 1, (2, 8, 8, 3)).astype(np.float32))
+    common = ["--input", rows, "--y", "logits", "--target", "1", "-o", tmp_path / "cam.npy"]
+    result = run_cli("attribute", path, "--method", "gradcam", *common, expect=2)
+    assert result.stderr.strip() == ("graphgrad: error: a class activation map takes one layer, and the path from "
+                                     "x:0 to logits has 2 last ones, on branches that reach y apart: left:0, right:0; "
+                                     "name one with --layer")
+    for layer in ("left", "right"):
+        report = json.loads(run_cli("attribute", path, "--method", "gradcam", *common, "--layer", layer,
+                                    "--json").stdout)
+        assert report["layer"] == f"{layer}:0"
+
+
 def test_grad_cam_without_a_spatial_layer_is_one_line(tmp_path):
     result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradcam", "--input",
                      fixture("classifier_rows.npy"), "--y", "logits", "--target", "0", "-o", tmp_path / "o.npy",

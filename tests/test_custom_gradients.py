@@ -2,6 +2,8 @@
 convention, guided backpropagation for the whole Relu family (run with TensorFlow)."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -362,3 +364,61 @@ def test_embed_on_a_custom_gradient_whose_split_the_graph_cannot_tell_is_refused
                      expect=1)
     assert "its results cannot be told from its arguments (2 splits of its 4 inputs" in result.stderr
     assert not (tmp_path / "out.pb").exists()
+
+
+TRIPLED_RELU_NET = """
+import sys
+import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(3)
+
+
+@tf.custom_gradient
+def tripled_relu(x):
+    def gradient(dy):
+        return dy * 3.0 * tf.cast(x > 0, dy.dtype)
+    return tf.nn.relu(x), gradient
+
+
+class Net(tf.Module):
+    def __init__(self):
+        self.kernel = tf.Variable(rng.normal(0, 0.5, (3, 3, 3, 4)).astype(np.float32))
+        self.weights = tf.Variable(rng.normal(0, 0.5, (4, 2)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 6, 6, 3], tf.float32)])
+    def __call__(self, x):
+        return tf.matmul(tf.reduce_mean(tripled_relu(tf.nn.conv2d(x, self.kernel, 1, "SAME")), [1, 2]), self.weights)
+
+
+net = Net()
+tf.saved_model.save(net, sys.argv[1], options=tf.saved_model.SaveOptions(experimental_custom_gradients=True))
+x = tf.constant(rng.uniform(-1, 1, (2, 6, 6, 3)).astype(np.float32))
+with tf.GradientTape() as tape:  # identity at the custom gradient's IdentityN: dy straight to its argument
+    tape.watch(x)
+    score = tf.matmul(tf.reduce_mean(tf.nn.conv2d(x, net.kernel, 1, "SAME"), [1, 2]), net.weights)[:, 1]
+np.save(sys.argv[2], x.numpy())
+np.save(sys.argv[3], tape.gradient(score, x).numpy())
+"""
+
+
+def test_a_saved_custom_gradient_that_captures_its_input_is_refused_with_a_fix_that_works(tmp_path):
+    """A tf.custom_gradient whose gradient reads the forward's x is saved as a function
+    taking x beside dy, which tf.saved_model.load binds and a graph loaded in graph
+    mode cannot: refused in one line (was a traceback), and the rewrite it names runs:
+    with identity, tf.custom_gradient's IdentityN sends dy to its argument (the
+    convolution), as a tape on the net without the ReLU computes it. Saved in a
+    process of its own: in this one the live Python gradient would be found."""
+    exported, rows, expected = tmp_path / "exported", tmp_path / "rows.npy", tmp_path / "tape.npy"
+    subprocess.run([sys.executable, "-c", TRIPLED_RELU_NET, exported, rows, expected], check=True,
+                   capture_output=True)
+    result = run_cli("attribute", exported, "--method", "gradient", "--input", rows, "--target", "1", "-o",
+                     tmp_path / "o.npy", expect=1)
+    [line] = result.stderr.strip().splitlines()
+    assert "captured from the forward pass" in line and "run the model with tf.saved_model.load" in line
+    fix = line.split("(graphgrad rewrite MODEL ")[1].split(" -o OUT)")[0]
+    assert fix == "--node '*/IdentityN=SPEC' --force"
+    run_cli("rewrite", exported, "--node", "*/IdentityN=identity", "--force", "-o", tmp_path / "fixed")
+    run_cli("attribute", tmp_path / "fixed", "--method", "gradient", "--input", rows, "--target", "1", "-o",
+            tmp_path / "o.npy")
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"), np.load(expected), rtol=1e-5, atol=1e-6)

@@ -79,7 +79,8 @@ def test_grad_cam_of_a_keras_export_is_its_definition_on_the_keras_model(exporte
 
 def test_a_layer_inside_a_call_is_named_as_its_function_names_it(exported):
     """--layer takes a name inside the called function alone (one call holds it), or
-    as the report shows it; a name no call holds is refused with the close names."""
+    as the report shows it; a name no call holds is refused with the close names on
+    the path, as the report would show them."""
     folder, _, _ = exported
     first = f"StatefulPartitionedCall_1/inlined/StatefulPartitionedCall/inlined/{LAST.replace('last', 'first')}"
     short, report = attributed(folder, "exported", "short", "--method", "gradcam", "--layer",
@@ -91,7 +92,9 @@ def test_a_layer_inside_a_call_is_named_as_its_function_names_it(exported):
     assert not np.allclose(short, default)  # the layer named, not the last one
     result = run_cli("attribute", folder / "exported", "--input", folder / "rows.npy", "--method", "gradcam",
                      "--layer", "net_1/lst_conv_1/Relu", "-o", folder / "none.npy", expect=2)
-    assert "no tensor 'net_1/lst_conv_1/Relu'" in result.stderr
+    assert "no tensor 'net_1/lst_conv_1/Relu' on the path, its calls inlined; close ones on the path: " \
+        f"StatefulPartitionedCall_1/inlined/StatefulPartitionedCall/inlined/{LAST}:0" in result.stderr
+    assert "graphgrad_inlined" not in result.stderr  # the copy's scope, which no report shows
 
 
 def test_integrated_gradients_at_a_layer_inside_a_call_are_the_frozen_models(exported):

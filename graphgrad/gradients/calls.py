@@ -19,6 +19,7 @@ assignments) would repeat them.
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import GraphgradError
 from ..graph.functions import carries_override, functions_with_overrides, unrouted_calls_into
 from ..names import ATTR, CALL_OPS
 from .registry import REPLACEMENT, builtin
@@ -154,6 +155,16 @@ def saved_gradient(function_name: str, outputs: tuple | None) -> Callable:
                 "load the graph from the file that holds both"
             )
         upstream = [tf.zeros_like(output) if grad is None else grad for grad, output in zip(grads, op.outputs)]
+        taken = len(function_definition(op.graph, function_name).signature.input_arg)
+        if taken != len(upstream):
+            # tf.saved_model.load binds such a function's captures (its forward values) when it restores the
+            # function; a graph loaded in graph mode holds no such binding to give it
+            raise GraphgradError(
+                f"node {op.name!r}: its saved gradient function {function_name} takes {taken - len(upstream)} "
+                "value(s) captured from the forward pass beside the upstream gradients, which a graph loaded in "
+                f"graph mode does not hold; replace it with one of graphgrad's (graphgrad rewrite MODEL --node "
+                f"'*/{op.name.rpartition('/')[2]}=SPEC' --force -o OUT), or run the model with tf.saved_model.load"
+            )
         _, results = inline_function(tf, op.graph, function_name, upstream)
         given = outputs or (False,) * (len(op.inputs) - len(results)) + (True,) * len(results)
         if len(given) != len(op.inputs) or sum(given) != len(results):

@@ -6,12 +6,13 @@ from typing import Any
 
 from ..errors import UsageError
 from ..gradients.calls import with_calls_inlined
+from ..graph.hints import close_names
 from ..graph.loops import EXITS, MERGES, SWITCHES
 from ..methods.options import ArgumentNames
 from ..names import CALL_OPS, TF1_LOOP_ENTERS
 from .internals import in_while_loop
 from .loading import tensor_named
-from .paths import ops_between
+from .paths import ancestors_of_ops, ops_between
 
 INLINED = "graphgrad_inlined"  # the scope of the path computed again with its calls inlined
 
@@ -51,7 +52,15 @@ def cam_layer(run: Any, x: Any, path_ops: set, name: str | None, names: Argument
             why = f"the path has none; name one with {names.layer}"
         raise UsageError(f"a class activation map (Grad-CAM, Score-CAM) needs a 4-D (N, H, W, C) layer with a "
                          f"spatial size between {x.name} and {run.y}, and {why}")
-    return fetchable[-1]
+    # The last layer: the one no other layer is computed from. Branches that reach y
+    # apart have one each, and graph order would pick one by how the file was written.
+    upstream = ancestors_of_ops(source.op for layer in fetchable for source in layer.op.inputs)
+    last = [layer for layer in fetchable if layer.op not in upstream]
+    if len(last) > 1:
+        raise UsageError(f"a class activation map takes one layer, and the path from {x.name} to {run.y} has "
+                         f"{len(last)} last ones, on branches that reach y apart: "
+                         f"{', '.join(shown_name(layer) for layer in last)}; name one with {names.layer}")
+    return last[0]
 
 
 def path_with_calls_inlined(tf: Any, run: Any, x: Any, path_ops: set) -> tuple[Any, set]:
@@ -99,7 +108,20 @@ def layer_named(graph: Any, name: str, path_ops: set) -> Any:
     if len(inside) > 1:
         raise UsageError(f"{name} is inside {len(inside)} function calls on the path; name one of "
                          f"{', '.join(shown_name(on_path[found]) for found in inside)}")
-    return on_path[inside[0]] if inside else tensor_named(graph, name)
+    if inside:
+        return on_path[inside[0]]
+    if any(op.name.startswith(f"{INLINED}/") for op in path_ops):  # the names a user can give: the path's, as shown
+        try:
+            return tensor_named(graph, name)
+        except UsageError:
+            by_short: dict = {}  # a name inside a call, alone -> the names it has on the path
+            for tensor in on_path.values():
+                by_short.setdefault(shown_name(tensor).rpartition("/inlined/")[2], []).append(shown_name(tensor))
+            close = [shown for short in close_names(full.rpartition("/inlined/")[2], sorted(by_short), cutoff=0.5)
+                     for shown in sorted(by_short[short])]  # the closest first
+            hint = f"; close ones on the path: {', '.join(close)}" if close else ""
+            raise UsageError(f"no tensor {name!r} on the path, its calls inlined{hint}") from None
+    return tensor_named(graph, name)
 
 
 def shown_name(tensor: Any) -> str:
