@@ -46,7 +46,7 @@ def rows_whatever_ran_before(request):
 # rule for, a class activation map's missing layer, what an x without a batch axis
 # cannot do, or a row beside its baseline in a graph that runs one row at a time.
 REFUSALS = ("has no rule for", "needs a 4-D (N, H, W, C) layer", "has no batch axis", "beside its baseline",
-            "blur_ig blurs images")
+            "blur_ig blurs images", "is not an image (N, H, W, C)")
 
 
 def every_method(source, inputs, out, *args) -> dict:
@@ -63,8 +63,9 @@ def every_method(source, inputs, out, *args) -> dict:
         result = CliRunner().invoke(main, ["attribute", str(source), "--method", method, "--input", str(inputs),
                                            "-o", str(out), *map(str, args)])
         if result.exit_code:
-            [line] = result.stderr.strip().splitlines()
-            assert any(refusal in line for refusal in REFUSALS), (method, line)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1, (method, result.output, repr(result.exception))
+            assert any(refusal in lines[0] for refusal in REFUSALS), (method, lines[0])
         else:
             ran.add(method.split("(")[0])
     return ran

@@ -968,6 +968,32 @@ def test_grad_cam_between_parallel_last_layers_asks_which(tmp_path):
         assert report["layer"] == f"{layer}:0"
 
 
+def reshaped_to_an_image():
+    """x (N, 16), not an image, reshaped to (N, 4, 4, 1) and convolved -> logits."""
+    rng = np.random.default_rng(8)
+    x = v1.placeholder(tf.float32, [None, 16], name="x")
+    layer = tf.nn.relu(tf.nn.conv2d(tf.reshape(x, [-1, 4, 4, 1]), rng.standard_normal((3, 3, 1, 2)).astype(
+        np.float32), 1, "SAME"), name="layer")
+    tf.matmul(tf.reduce_mean(layer, axis=[1, 2]), rng.standard_normal((2, 3)).astype(np.float32), name="logits")
+
+
+@pytest.mark.parametrize("method, how", [("guided_gradcam", "multiplies the guided gradient by"),
+                                         ("scorecam", "masks x with")])
+def test_the_maps_that_combine_with_x_refuse_an_x_that_is_not_an_image(tmp_path, method, how):
+    """Grad-CAM's map keeps the layer's height and width where x is no image; guided
+    Grad-CAM and Score-CAM combine it with x, which broadcast against it (a traceback
+    on basic-pitch's audio): refused in one line, and gradcam, which it names, runs."""
+    path = graph_file(tmp_path, reshaped_to_an_image)
+    rows = _saved(tmp_path, RNG.normal(size=(2, 16)).astype(np.float32))
+    common = ["--input", rows, "--y", "logits", "--target", "1", "-o", tmp_path / "cam.npy"]
+    result = run_cli("attribute", path, "--method", method, *common, expect=2)
+    assert result.stderr.strip() == (f"graphgrad: error: {method} {how} a map resized to x, and x (shape "
+                                     "(None, 16)) is not an image (N, H, W, C); use gradcam, whose map keeps the "
+                                     "layer's height and width")
+    run_cli("attribute", path, "--method", "gradcam", *common)
+    assert np.load(tmp_path / "cam.npy").shape == (2, 4, 4, 1)
+
+
 def test_grad_cam_without_a_spatial_layer_is_one_line(tmp_path):
     result = run_cli("attribute", fixture("classifier.pb"), "--method", "gradcam", "--input",
                      fixture("classifier_rows.npy"), "--y", "logits", "--target", "0", "-o", tmp_path / "o.npy",

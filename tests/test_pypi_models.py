@@ -263,13 +263,15 @@ def test_attribution_of_a_real_tf2_model(basic_pitch, tmp_path):
 def test_every_method_on_a_real_tf2_model_runs_or_says_in_one_line_what_it_lacks(basic_pitch, tmp_path):
     """basic-pitch's SavedModel (nested call ops): the gradient methods and occlusion
     run through the function bodies; the rule-complete methods name the log-magnitude
-    spectrogram's op types they have no rule for; the class activation maps say that
-    the layers are inside function calls."""
+    spectrogram's op types they have no rule for; the class activation maps take the
+    layers inside the function calls (x is audio: guided Grad-CAM and Score-CAM,
+    which combine a map resized to an image x with x, say x is not one)."""
     x = np.random.default_rng(2).standard_normal((1, 43844, 1)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     assert every_method(basic_pitch, tmp_path / "x.npy", tmp_path / "out.npy", "--x", "input_2", "--y", "note",
-                        "--target", "3") == {"gradient", "grad_x_input", "integrated_gradients", "guided_backprop",
-                                             "deconvnet", "expected_gradients", "occlusion"}
+                        "--target", "3") == {"gradient", "grad_x_input", "integrated_gradients", "guided_ig",
+                                             "guided_backprop", "deconvnet", "expected_gradients", "occlusion",
+                                             "gradcam", "gradcam_pp", "layercam"}
 
 
 def test_show_draws_a_real_tf2_models_path_through_its_nested_calls(basic_pitch, tmp_path):

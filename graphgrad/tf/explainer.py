@@ -64,6 +64,8 @@ from .targets import summed_softmax, tensor_entry
 BACKGROUND = ("deepshap", "expected_gradients")  # reference-based over a background set, not one baseline
 BESIDE_BASELINE = ("deeplift", "deepshap")  # each row runs beside its baseline in one batch
 BLUR = "blur_ig"  # a path integral whose path blurs x: its baseline is x blurred
+# the class activation maps that combine their map with x itself, which must be an image
+ON_AN_IMAGE_X = {"guided_gradcam": "multiplies the guided gradient by", "scorecam": "masks x with"}
 GUIDED_IG = "guided_ig"  # a path integral whose path is chosen step by step from the gradients
 UNSMOOTHED = BACKGROUND + ("occlusion", "scorecam")  # averages of their own, or no gradient: no --noise
 
@@ -113,12 +115,17 @@ class Explainer:
             self._free_a_declared_batch(patched)
             self._twin_for_a_fixed_batch(patched)
         run = self.run
+        _refuse_unfed(run, self.x, self.feed, names)
+        self._cover(method, options)
+        if method.entry in ON_AN_IMAGE_X and self.x.shape.rank != (3 if self.one_example else 4):
+            # a map is resized to an image x's height and width, else keeps the layer's
+            raise UsageError(f"{method.entry} {ON_AN_IMAGE_X[method.entry]} a map resized to x, and {run.xs[0]} "
+                             f"(shape {self.x.shape}) is not an image (N, H, W, C); use gradcam, whose map keeps the "
+                             "layer's height and width")
         # guided Grad-CAM: Grad-CAM's map from the graph's own gradients, in an explainer of its own (noise, if
         # any, smooths the guided gradient alone)
         self._cam = (Explainer(self.model, parse_method("gradcam"), _without_noise(options, "gradcam"), names)
                      if method.entry == "guided_gradcam" else None)
-        _refuse_unfed(run, self.x, self.feed, names)
-        self._cover(method, options)
         self.tf = tensorflow()
         self._built: dict = {}  # kind of target -> (output, what is differentiated, row targets, layer, flags)
         self._inlined: tuple | None = None  # (y, the path to it) with the path's calls inlined, for a layer
