@@ -24,6 +24,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures")
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 REALGRAPHS = os.path.normpath(os.path.join(ROOT, "..", "shared", "realgraphs"))
+# Why a test of a real graph skips: the folder its maintainers keep beside the project.
+REALGRAPHS_ABSENT = (f"the real graph files are not at {REALGRAPHS}: the project's maintainers keep them beside "
+                     "the project as ../shared/realgraphs (each file's origin in its SOURCES.md); a clone alone "
+                     "does not have them")
 sys.path.insert(0, FIXTURES)  # fixtures/digits_data.py: the data the fixture script and the tests share
 
 

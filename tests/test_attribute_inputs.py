@@ -185,12 +185,17 @@ def test_what_the_python_api_is_given_is_checked_in_one_line_naming_its_argument
         (lambda: graphgrad.Explainer(model, "gradient", y="logits", targte=1), "did you mean target?"),
         (lambda: graphgrad.Explainer(model, "gradient", y="logits", tolerance=2), "below 1"),
         (lambda: graphgrad.Explainer(model, "integrated_gradients", y="logits", max_steps=64), "tolerance=..."),
+        (lambda: graphgrad.Explainer(model, "integrated_gradients", y="logits", max_steps=1024), "tolerance=..."),
+        (lambda: graphgrad.Explainer(model, "gradient", y="logitz"), "y='logitz': no"),
+        (lambda: graphgrad.Explainer(model, "gradient", x="xx", y="logits"), "x='xx': no"),
+        (lambda: graphgrad.Explainer(model, "gradient", y="logits", feeds={"nothing": 1}), "feeds='nothing': no"),
     ]
     explainer = graphgrad.Explainer(model, "gradient", y="logits")
     cases += [
         (lambda: explainer.explain(rows, target="foo"), "target 'foo'"),
         (lambda: explainer.explain(rows, target=-1), "target -1: give a class index from 0"),
         (lambda: explainer.explain(rows, target=0, baseline=np.zeros(rows.shape[1:])), "takes no baseline"),
+        (lambda: explainer.explain(rows, target=99), "target=99: logits:0 has 3 entries"),
     ]
     for call, said in cases:
         with pytest.raises(GraphgradError) as raised:
@@ -218,6 +223,7 @@ def test_max_steps_without_a_tolerance_and_a_tolerance_of_one_are_refused(tmp_pa
     common = ["attribute", fixture("digits_cnn.pb"), "--method", "integrated_gradients", "--input", rows, "--y",
               "logits", "--target", "1", "-o", tmp_path / "a.npy"]
     assert "add --tolerance" in run_cli(*common, "--max-steps", "64", expect=2).stderr
+    assert "add --tolerance" in run_cli(*common, "--max-steps", "1024", expect=2).stderr  # the default's value, given
     assert "--tolerance" in run_cli(*common, "--tolerance", "2", expect=2).stderr
     # the trapezoid rule needs the path's two ends: a budget of one could not be spent as given
     assert "--max-steps" in run_cli(*common, "--tolerance", "0.01", "--max-steps", "1", expect=2).stderr

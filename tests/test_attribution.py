@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import REALGRAPHS, every_method, fixture, run_cli
+from conftest import REALGRAPHS, REALGRAPHS_ABSENT, every_method, fixture, run_cli
 from tf_helpers import graph_file, tf, v1
 
 import graphgrad
@@ -316,12 +316,10 @@ def test_a_real_frozen_gru_runs_deeplift_through_its_loop_and_gates(tmp_path):
     and the sums meet it to 1e-12 of that); gradient x input runs too."""
     import os
 
-    from conftest import REALGRAPHS
-
     source = os.path.join(REALGRAPHS, "dl4j-tf-examples/src/main/resources/tf_graphs/examples/primitive_gru_dynamic/"
                                       "frozen_model.pb")
     if not os.path.isfile(source):
-        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+        pytest.skip(REALGRAPHS_ABSENT)
     rows = _saved(tmp_path, RNG.normal(size=(3, 2, 6)))
     lift = json.loads(run_cli("attribute", source, "--method", "deeplift", "--input", rows, "--y", "add", "--target",
                               "0", "-o", tmp_path / "a.npy", "--json").stdout)
@@ -1661,7 +1659,7 @@ def test_deeplift_is_complete_on_a_real_frozen_lstm(tmp_path):
     source = os.path.join(REALGRAPHS, "dl4j-tf-examples/src/main/resources/tf_graphs/examples/lstm_mnist",
                           "frozen_model.pb")
     if not os.path.exists(source):
-        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+        pytest.skip(REALGRAPHS_ABSENT)
     rows = RNG.uniform(0, 1, (3, 28, 28)).astype(np.float32)
     report = json.loads(run_cli("attribute", source, "--method", "deeplift", "--input", _saved(tmp_path, rows),
                                 "--x", "input", "--y", "add", "--target", "3", "-o", tmp_path / "out.npy",
@@ -1680,7 +1678,7 @@ def test_every_method_on_a_real_frozen_lstm_runs_or_says_in_one_line_what_it_lac
     source = os.path.join(REALGRAPHS, "dl4j-tf-examples/src/main/resources/tf_graphs/examples/lstm_mnist",
                           "frozen_model.pb")
     if not os.path.exists(source):
-        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+        pytest.skip(REALGRAPHS_ABSENT)
     rows = _saved(tmp_path, RNG.uniform(0, 1, (2, 28, 28)).astype(np.float32))
     assert every_method(source, rows, tmp_path / "out.npy", "--x", "input", "--y", "add", "--target", "3") == {
         "gradient", "grad_x_input", "integrated_gradients", "guided_ig", "guided_backprop", "deconvnet", "eps_lrp",
@@ -1696,7 +1694,7 @@ def test_every_method_on_a_real_frozen_image_model_runs_or_says_in_one_line_what
     are in."""
     source = os.path.join(REALGRAPHS, "tf-mtcnn/mtcnn.pb")
     if not os.path.exists(source):
-        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+        pytest.skip(REALGRAPHS_ABSENT)
     image = _saved(tmp_path, np.random.default_rng(0).uniform(0, 255, (96, 96, 3)).astype(np.float32))
     feeds = ["--feed", "min_size=20", "--feed", "thresholds=[0,0,0]", "--feed", "factor=0.709"]  # boxes on noise
     assert every_method(source, image, tmp_path / "out.npy", "--x", "input", "--y", "prob", "--target", "1",

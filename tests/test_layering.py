@@ -3,6 +3,7 @@ only look downwards, nothing evaluated, and file commands that run without TF.""
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -79,6 +80,20 @@ TENSORFLOW_MODULES = {
 def test_the_layers_are_the_folders():
     tops = {top_of(relative_path) for relative_path, _ in modules()} - {"__init__", "__main__"}
     assert tops == set(RANK), "every module belongs to one layer of LAYERS"
+
+
+def test_design_md_names_every_module():
+    """docs/design.md's tree names each module of every layer (a command's own
+    module in cli/ is named by its command, in the commands' reference)."""
+    design = open(os.path.join(ROOT, "docs", "design.md")).read()
+    commands = {os.path.splitext(name)[0] for name in os.listdir(os.path.join(PACKAGE, "cli"))} - {
+        "__init__", "options", "group", "exits", "render", "__pycache__"}
+    unnamed = [relative_path for relative_path, _ in modules()
+               if os.path.basename(relative_path) not in ("__init__.py", "__main__.py")
+               and not (relative_path.startswith("cli") and os.path.splitext(os.path.basename(relative_path))[0]
+                        in commands)
+               and not re.search(rf"\b{re.escape(os.path.basename(relative_path))}\b", design)]
+    assert unnamed == [], f"docs/design.md does not name {unnamed}"
 
 
 def test_tensorflow_is_imported_only_inside_runtime_functions():

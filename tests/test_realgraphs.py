@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import REALGRAPHS, run_cli
+from conftest import REALGRAPHS, REALGRAPHS_ABSENT, run_cli
 from graphgrad import (
     ModelReadError,
     RewriteOptions,
@@ -19,7 +19,7 @@ from graphgrad import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not os.path.isdir(REALGRAPHS), reason=f"real graph files not present at {REALGRAPHS}"
+    not os.path.isdir(REALGRAPHS), reason=REALGRAPHS_ABSENT
 )]
 
 # Broken on purpose (SOURCES.md): malformed text, and a template with $0 placeholders.

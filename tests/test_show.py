@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import BROWSER_FLAGS, REALGRAPHS, chromium, dot_boxes_reached, fixture, run_cli
+from conftest import BROWSER_FLAGS, REALGRAPHS, REALGRAPHS_ABSENT, chromium, dot_boxes_reached, fixture, run_cli
 
 BINARY_PATH = ["x", "binarize_input/Sign", "dense1/MatMul", "dense1/Sign", "dense2/MatMul", "dense2/logits"]
 
@@ -110,6 +110,7 @@ def test_without_graphviz_or_when_it_hangs_one_line_and_nothing_written(tmp_path
     started = time.monotonic()
     result = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / "a.html", "--timeout", "1", expect=1)
     assert "took over 1 s" in result.stderr and "give it longer (--timeout SECONDS)" in result.stderr
+    assert "draw fewer boxes (--max-nodes)" in result.stderr
     assert time.monotonic() - started < 20
     assert not (tmp_path / "a.svg").exists() and not (tmp_path / "a.html").exists()
     child = int((tmp_path / "child").read_text())
@@ -378,8 +379,32 @@ def test_a_picture_over_max_nodes_says_so_instead_of_drawing_silently(tmp_path):
     path = os.path.join(REALGRAPHS, "tensorflow-testdata", "tensorflow", "compiler", "jit", "tests",
                         "keras_imagenet_main.pbtxt")
     if not os.path.exists(path):
-        pytest.skip(f"{path} is absent (../shared/realgraphs beside the project holds the real graphs)")
+        pytest.skip(REALGRAPHS_ABSENT)
     result = run_cli("show", path, "--max-nodes", "50", "-o", tmp_path / "k.dot")
     assert "over --max-nodes 50" in result.stdout and "narrow it with --x and --y" in result.stdout
     small = run_cli("show", fixture("binary_net.pb"), "-o", tmp_path / "b.dot")
     assert "note:" not in small.stdout
+
+
+def test_a_layout_stopped_over_max_nodes_says_to_narrow_the_path_not_to_lower_max_nodes(tmp_path, monkeypatch):
+    """Unscoped top-level nodes (flat names, as keras_imagenet_main's) cannot be
+    folded: when dot is stopped on such a picture, a lower --max-nodes would draw
+    the same boxes, so the error does not advise it."""
+    import graphgrad.jobs.graphviz as graphviz
+    from graphgrad.files.protos import GraphDef
+
+    graph = GraphDef()
+    graph.node.add(name="x_input", op="Placeholder").attr["dtype"].type = 1
+    for index in range(12):  # parallel branches, each of its own flat name: nothing to fold
+        graph.node.add(name=f"branch{index}_relu", op="Relu", input=["x_input"]).attr["T"].type = 1
+    graph.node.add(name="y_sum", op="AddN", input=[f"branch{index}_relu" for index in range(12)])
+    (tmp_path / "flat.pb").write_bytes(graph.SerializeToString())
+    slow = tmp_path / "dot"
+    slow.write_text("#!/bin/sh\nexec sleep 30\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr(graphviz.shutil, "which", lambda name: str(slow))
+    result = run_cli("show", tmp_path / "flat.pb", "--max-nodes", "5", "-o", tmp_path / "flat.svg", "--timeout", "1",
+                     expect=1)
+    assert "narrow the path with --x and --y (its top level holds 14 name scopes and unscoped nodes, over " \
+        "--max-nodes 5, which folding cannot reduce)" in result.stderr
+    assert "--max-nodes)" not in result.stderr and not (tmp_path / "flat.svg").exists()

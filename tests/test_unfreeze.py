@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import REALGRAPHS, dead_pid, fixture, run_cli
+from conftest import REALGRAPHS, REALGRAPHS_ABSENT, dead_pid, fixture, run_cli
 from digits_data import digits_npz
 from tf_helpers import tf, v1
 
@@ -52,7 +52,7 @@ def test_unfreeze_then_freeze_gives_the_frozen_graph_back(tmp_path, name):
 def test_real_frozen_graphs_round_trip_and_compute_what_they_computed(tmp_path, relative):
     source = os.path.join(REALGRAPHS, relative)
     if not os.path.exists(source):
-        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+        pytest.skip(REALGRAPHS_ABSENT)
     folder = unfreeze(tmp_path, source)
     run_cli("freeze", folder, "-o", tmp_path / "again.pb")
     assert run_cli("diff", source, tmp_path / "again.pb").stdout.strip().endswith("no differences")
@@ -71,7 +71,7 @@ def test_a_real_image_model_restored_in_a_process_of_its_own_computes_what_it_co
 
     source = os.path.join(REALGRAPHS, "tf-mtcnn/mtcnn.pb")
     if not os.path.exists(source):
-        pytest.skip(f"real graph files not present at {REALGRAPHS}")
+        pytest.skip(REALGRAPHS_ABSENT)
     feeds = {"input:0": np.random.default_rng(0).uniform(0, 255, (96, 96, 3)).astype(np.float32),
              "min_size:0": np.float32(20.0), "thresholds:0": np.zeros(3, np.float32), "factor:0": np.float32(0.709)}
     fetches = ["prob:0", "box:0", "landmarks:0"]

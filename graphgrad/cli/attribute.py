@@ -58,9 +58,9 @@ METHODS_HELP = "\b\nMethods (METHOD, its kind: what it computes):\n" + "\n".join
               help="Path integrals (integrated_gradients): refine each row's path where its error is largest, "
               "keeping the points computed, until |sum - (f(x) - f(baseline))| is at most FRACTION of "
               "|f(x) - f(baseline)| (e.g. 0.01).")
-@click.option("--max-steps", type=click.IntRange(2), default=DEFAULT_MAX_STEPS, show_default=True,
+@click.option("--max-steps", type=click.IntRange(2),
               help="With --tolerance: each row's budget of gradient evaluations, spent as given; a row still over "
-                   "the tolerance is reported.")
+                   f"the tolerance is reported.  [default: {DEFAULT_MAX_STEPS}]")
 @options.run_options
 def attribute_command(model, method_text, layer, input_path, x, y, target_text, baseline, out, image, allow_uncovered,
                       noise, noise_aggregate, seed, tolerance, max_steps, feeds, tags, checkpoint, allow_effects,
@@ -92,7 +92,7 @@ def attribute_command(model, method_text, layer, input_path, x, y, target_text, 
         {f"the model {model}": model_files(model) + (checkpoint_files(checkpoint) if checkpoint else []),
          **{f"{option} {path}": [path] for option, path in read.items() if path and path.endswith(".npy")}},
         [Output("-o", out)] + ([Output("--image", image)] if image else []))
-    if tolerance is None and max_steps != DEFAULT_MAX_STEPS:
+    if tolerance is None and max_steps is not None:
         raise UsageError(f"--max-steps {max_steps} bounds the refinement to a --tolerance, and none is given; add "
                          "--tolerance FRACTION (e.g. 0.01)")
     method = parse_method(method_text)

@@ -13,10 +13,13 @@ GRAPHVIZ_TIMEOUT = 120.0  # seconds dot may take to lay out a path, by default (
 MAX_PROCESSES = 4
 
 
-def layout(dots: list, timeout: float = GRAPHVIZ_TIMEOUT) -> list:
+FEWER_BOXES = "draw fewer boxes (--max-nodes)"
+
+
+def layout(dots: list, timeout: float = GRAPHVIZ_TIMEOUT, fewer: str = FEWER_BOXES) -> list:
     """The SVG of each DOT picture in ``dots``, laid out by Graphviz's ``dot`` (on
     PATH): the pictures shared, in order, between one run per usable core; every run
-    stopped after ``timeout`` seconds in all."""
+    stopped after ``timeout`` seconds in all, saying so with ``fewer``, how to draw less."""
     program = shutil.which("dot")
     if program is None:
         raise GraphgradError("drawing .svg or .html needs Graphviz's dot, which is not on PATH: install it "
@@ -37,7 +40,7 @@ def layout(dots: list, timeout: float = GRAPHVIZ_TIMEOUT) -> list:
     except subprocess.TimeoutExpired:
         _end_groups(processes)
         raise GraphgradError(f"Graphviz's dot took over {timeout:g} s to lay out the path and was stopped; give it "
-                             "longer (--timeout SECONDS), draw fewer boxes (--max-nodes), or write .dot") from None
+                             f"longer (--timeout SECONDS), {fewer}, or write .dot") from None
     except BaseException:  # Ctrl-C, or anything else: no dot left running
         _end_groups(processes)
         raise

@@ -26,7 +26,7 @@ from ..graph.tensors import unknown_tensor
 from ..graph.model import SAVEDMODEL, Model, meta_graphs_of, override_of, signatures_of
 from ..graph.stops import NONE_GRADIENT, STOPPERS, ZERO_GRADIENT, moments_stop
 from .folding import View, fold
-from .graphviz import GRAPHVIZ_TIMEOUT, layout
+from .graphviz import FEWER_BOXES, GRAPHVIZ_TIMEOUT, layout
 from .page import to_html
 
 FORMATS = (".dot", ".svg", ".html")
@@ -134,12 +134,16 @@ def show_model(path: str, out: str, options: ShowOptions, findings: Findings | N
     if extension != ".dot" and len(whole.nodes) > LAYOUT_LIMIT:
         raise UsageError(f"{len(whole.nodes)} boxes on the path, even with its name scopes folded: more than a "
                          f"picture shows ({LAYOUT_LIMIT}); narrow it with --x and --y, or write .dot")
+    # Boxes over --max-nodes are scopes and unscoped nodes of the top level, which fewer --max-nodes cannot fold.
+    fewer = (f"narrow the path with --x and --y (its top level holds {len(whole.nodes)} name scopes and unscoped "
+             f"nodes, over --max-nodes {options.max_nodes}, which folding cannot reduce)"
+             if len(whole.nodes) > options.max_nodes else FEWER_BOXES)
     if extension == ".dot":
         write_chunks(out, [to_dot(whole).encode()])
     elif extension == ".svg":
-        write_chunks(out, [layout([to_dot(whole)], options.timeout)[0].encode()])
+        write_chunks(out, [layout([to_dot(whole)], options.timeout, fewer)[0].encode()])
     else:
-        svgs = layout([to_dot(view, legend=False) for view in views], options.timeout)
+        svgs = layout([to_dot(view, legend=False) for view in views], options.timeout, fewer)
         legend = [(mark, MARKS[mark][0], _text_colour(mark), MARKS[mark][1], legend_words(mark))
                   for mark in MARKS if any(mark in marks_used(view) for view in views)]
         page = to_html(list(zip(views, svgs)), path, legend, findings.results if findings else ())

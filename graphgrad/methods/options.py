@@ -25,10 +25,17 @@ class ArgumentNames:
     layer: str = "layer"
     feed: str = "feeds={{'{name}': {value}}}"  # formatted with a placeholder's name and value
     tolerance: str = "tolerance"
+    y: str = "y"
+    feeds: str = "feeds"
+
+
+def given(name: str, value: Any) -> str:
+    """A value as the caller gave it: ``--target 99`` for an option, ``target=99`` for a keyword."""
+    return f"{name} {value}" if name.startswith("--") else f"{name}={value!r}"
 
 
 COMMAND_NAMES = ArgumentNames("--input", "--target", "--baseline", "--x", "--layer", "--feed {name}={value}",
-                              "--tolerance")
+                              "--tolerance", "--y", "--feed")
 
 AGGREGATES = ("mean", "abs", "squared", "variance")
 
@@ -117,6 +124,7 @@ class RunOptions:
     kind: str | None = None
     allow_effects: bool = False
     timeout: float = DEFAULT_TIMEOUT
+    names: "ArgumentNames" = COMMAND_NAMES  # how errors name x, y and the feeds: the command's options
 
 
 @dataclass(frozen=True)
@@ -138,18 +146,24 @@ class AttributeOptions:
     noise: Noise | None = None  # SmoothGrad over the method
     layer: str | None = None  # Grad-CAM's layer (default: the last 4-D tensor on the path with a spatial size)
     tolerance: float | None = None  # a path integral's steps doubled until each row's completeness gap is under it
-    max_steps: int = DEFAULT_MAX_STEPS  # ... or until a row takes this many
+    max_steps: int | None = None  # ... or until a row takes this many (None: DEFAULT_MAX_STEPS)
 
     def __post_init__(self) -> None:
         if self.tolerance is not None and (isinstance(self.tolerance, bool) or not 0 < self.tolerance < 1):
             raise UsageError(f"tolerance={self.tolerance!r}: give the largest completeness gap to accept, a fraction "
                              "of f(x) - f(baseline) above 0 and below 1 (e.g. 0.01)")
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 2:
+        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
+                                           or self.max_steps < 2):
             raise UsageError(f"max_steps={self.max_steps!r}: give a whole number of gradient evaluations, at least 2 "
                              "(the path's two ends)")
-        if self.tolerance is None and self.max_steps != DEFAULT_MAX_STEPS:
+        if self.tolerance is None and self.max_steps is not None:
             raise UsageError(f"max_steps={self.max_steps}: it bounds the refinement to a tolerance, and none is given "
                              "(add tolerance=..., e.g. 0.01)")
+
+    @property
+    def budget(self) -> int:
+        """Each row's budget of gradient evaluations under a tolerance."""
+        return DEFAULT_MAX_STEPS if self.max_steps is None else self.max_steps
 
     @property
     def run(self) -> RunOptions:

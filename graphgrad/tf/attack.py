@@ -21,7 +21,7 @@ from .loading import chosen_tags, given_feeds, loaded_graph_def, refuse_misshape
 from .run import Deadline, open_run
 from .paths import ancestors, ancestors_of_ops, between
 from .randomness import random_ops
-from .runtime import tensorflow, tf1_control_flow
+from .runtime import tensorflow, building_gradients
 
 
 
@@ -96,7 +96,7 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: R
     images, labels = checked_rows(images, x.dtype.as_numpy_dtype, "--input"), np.asarray(labels)
     _refuse_misfit(images, labels, x, y, run.y)
     tf = tensorflow()
-    with run.graph.as_default(), tf1_control_flow(run.graph):
+    with run.graph.as_default(), building_gradients(run.graph):
         truth = tf.compat.v1.placeholder(tf.int64, [None], name="graphgrad_labels")
         loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=truth, logits=y))
         [gradient] = tf.compat.v1.gradients(loss, [x])

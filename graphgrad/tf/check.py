@@ -29,7 +29,7 @@ from .runtime import (
     holds_tf1_loops,
     overrides_in,
     tensorflow,
-    tf1_control_flow,
+    building_gradients,
 )
 
 from .blockers import BlockerContext, find_blockers, idle_overrides, surrogates_in
@@ -343,7 +343,7 @@ def _gradient(session, name, x, y, feed, deadline: Deadline) -> Gradient:
 
     tf = tensorflow()
     connected = x.op in ancestors([y])
-    with session.graph.as_default(), tf1_control_flow(session.graph):
+    with session.graph.as_default(), building_gradients(session.graph):
         try:
             [grad] = tf.compat.v1.gradients(y, x)
             if grad is None:

@@ -1,14 +1,17 @@
 """Which op types on the path from x to y an attribution method's rules cover: those
 every method leaves their own gradient (:data:`PASS_THROUGH`), the products of two
-tensors computed from x that need a rule of their own, and the op types that run
-inside the functions the path calls."""
+tensors computed from x that need a rule of their own, and the op types that
+compute from x inside the functions the path runs (calls, branches, TF2 loops:
+:mod:`graphgrad.graph.reach`)."""
 
 
 from typing import Any
 
 from ..gradients.attribution import gate_factor
-from ..graph.functions import function_bodies, functions_run
+from ..graph.reach import Reach, carries_no_gradient, reached_in_functions
 from ..methods.registry import SIGNAL_TAKE_ALL
+from ..names import FUNCTIONAL_OPS
+from .paths import differentiable
 
 # Op types whose own gradient every method keeps: linear in their data input, or
 # only moving entries around (so the rules at the nonlinearities decide).
@@ -18,13 +21,18 @@ PASS_THROUGH = frozenset({
     "DepthwiseConv2dNative", "Conv2DBackpropInput", "Conv3DBackpropInputV2", "BiasAdd", "Add", "AddV2", "AddN",
     "Sub", "Neg", "Mul",
     "RealDiv", "Reshape", "Squeeze", "ExpandDims", "Transpose", "ConcatV2", "Pack", "Unpack", "Split", "SplitV",
-    "Slice", "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "GatherV2", "MaxPool", "AvgPool", "MaxPool3D",
-    "AvgPool3D", "Mean", "Sum", "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "Cast", "Shape",
+    "Slice", "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "GatherV2", "ReverseV2", "ReverseSequence",
+    "MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D", "Mean", "Sum", "FusedBatchNorm", "FusedBatchNormV2",
+    "FusedBatchNormV3", "Cast", "Shape",
     "Fill", "ZerosLike", "OnesLike", "Select", "SelectV2", "ResizeBilinear", "ResizeNearestNeighbor",
     # control flow and TensorArrays (TF1 loops, dynamic_rnn): they route values unchanged
     "Enter", "RefEnter", "Exit", "RefExit", "Merge", "RefMerge", "Switch", "RefSwitch", "NextIteration",
     "LoopCond", "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayScatterV3",
     "TensorArrayGatherV3", "TensorArraySizeV3", "TensorArrayConcatV3", "TensorArraySplitV3", "Gather", "GatherNd",
+    # TF2 loops' lists (Keras 3's recurrent layers): the same, as variants
+    "TensorListFromTensor", "TensorListGetItem", "TensorListSetItem", "TensorListStack", "TensorListReserve",
+    "TensorListPushBack", "TensorListPopBack", "TensorListGather", "TensorListScatterV2", "TensorListScatter",
+    "TensorListConcatV2", "TensorListSplit", "TensorListResize",
     # no float output, or no data at all: never on a path a gradient takes
     "NoOp", "Assert", "ReadVariableOp", "VarHandleOp", "Size", "Rank", "Range", "Equal", "NotEqual", "Less",
     "LessEqual", "Greater", "GreaterEqual", "All", "Any", "LogicalAnd", "LogicalOr", "LogicalNot",
@@ -37,32 +45,63 @@ PASS_THROUGH = frozenset({
 _BILINEAR = ("Mul", "RealDiv", "Div", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 
 
-def products(path_ops: set, x: Any, rules: dict) -> list:
-    """``"Mul (of two tensors computed from x)"`` for each op type on the path with
-    such a product that no rule of ``rules`` (op type -> spec) takes."""
-    found = set()
-    for op in path_ops:
-        if op.type in _BILINEAR and sum(t.op in path_ops or t is x for t in op.inputs) >= 2:
-            spec = rules.get(op.type)
-            if spec is None or (spec == SIGNAL_TAKE_ALL and gate_factor(op) is None):
-                found.add(op.type)
+def products(path_ops: set, x: Any, rules: dict, reach: Reach) -> list:
+    """``"Mul (of two tensors computed from x)"`` for each op type on the path, or
+    in the functions it runs (``reach``), with such a product that no rule of
+    ``rules`` (op type -> spec) takes."""
+    def untaken(op: Any) -> bool:  # a product of two tensors from x, ``op`` live or a body's
+        spec = rules.get(op.type)
+        return spec is None or (spec == SIGNAL_TAKE_ALL and gate_factor(op) is None)
+
+    found = {op.type for op in path_ops if op.type in _BILINEAR
+             and sum(t.op in path_ops or t is x for t in op.inputs) >= 2 and untaken(op)}
+    for function, nodes in reach.nodes.items():
+        found |= {node.op for node in nodes.values() if node.op in _BILINEAR
+                  and sum(reach.varies(function, ref) for ref in node.input if not ref.startswith("^")) >= 2
+                  and untaken(_BodyOp(node, reach.bodies[function]))}
     return [f"{op_type} (of two tensors computed from x{'' if rules.get(op_type) is None else ', neither a gate'})"
             for op_type in sorted(found)]
 
 
-def op_types_run(run: Any, ops: Any) -> set:
-    """The op types of ``ops``, with those of the functions they call (call ops,
-    If branches, While bodies; transitively) in place of the calls."""
-    bodies = function_bodies(run.graph.as_graph_def())
-    types = {op.type for op in ops if op.type not in bodies}
-    pending = functions_run([op.node_def for op in ops], bodies)
-    seen: set = set()
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        nodes = bodies[name]
-        types |= {node.op for node in nodes if node.op not in bodies}
-        pending |= functions_run(nodes, bodies)
-    return types - ({"PartitionedCall", "StatefulPartitionedCall"} if seen else set())
+def functions_reached(run: Any, ops: set, x: Any) -> Reach:
+    """What the call ops, branches and loops among ``ops`` (the path from ``x``)
+    compute from x inside the functions they run."""
+    library = run.graph.as_graph_def().library
+    library_names = {function.signature.name for function in library.function}
+    calls = [(op.node_def, [t is x or (t.op in ops and differentiable(t.dtype)) for t in op.inputs])
+             for op in ops if op.type in FUNCTIONAL_OPS or op.type in library_names]
+    return reached_in_functions(library, calls)
+
+
+def op_types_run(ops: set, reach: Reach) -> set:
+    """The op types of ``ops`` that compute on floats, with those the functions they
+    call compute from x (``reach``) in place of the calls."""
+    types = {op.type for op in ops if not carries_no_gradient(op.node_def)}
+    types |= {node.op for nodes in reach.nodes.values() for node in nodes.values()}
+    return types - set(FUNCTIONAL_OPS) - set(reach.nodes)
+
+
+class _BodyOp:
+    """A node of a function body as :func:`gate_factor` reads an op: its type and
+    the ops its data inputs come from (an argument: an op of no type and no inputs)."""
+
+    def __init__(self, node: Any, body: dict):
+        self.type, self._refs, self._body = node.op, [ref for ref in node.input if not ref.startswith("^")], body
+
+    @property
+    def inputs(self) -> list:
+        return [_BodyTensor(ref, self._body) for ref in self._refs]
+
+
+class _BodyTensor:
+    def __init__(self, ref: str, body: dict):
+        node = body.get(ref.split(":")[0]) if ":" in ref else None
+        self.op = _BodyOp(node, body) if node is not None else _ARGUMENT
+
+
+class _Argument:
+    type = ""
+    inputs: list = []
+
+
+_ARGUMENT = _Argument()

@@ -52,13 +52,13 @@ from ..methods.registry import (
     Method,
     parse_method,
 )
-from .coverage import PASS_THROUGH, op_types_run, products
+from .coverage import PASS_THROUGH, functions_reached, op_types_run, products
 from .batches import adds_its_batch, batching_for, declared_batch_freed, row_shape
 from .cam import GRADIENT_CAMS, cam_layer, grad_cam, image_size, integral_layer, path_with_calls_inlined, shown_name
 from .loading import given_feeds, refuse_unfed_pipelines, training_flags, unfed_inputs
 from .paths import ops_between
 from .run import Deadline, RunStopped, open_run
-from .runtime import tensorflow, tf1_control_flow
+from .runtime import tensorflow, building_gradients
 from .targets import summed_softmax, tensor_entry
 
 BACKGROUND = ("deepshap", "expected_gradients")  # reference-based over a background set, not one baseline
@@ -135,7 +135,8 @@ class Explainer:
 
     def _open(self, patched: Model, run_options: RunOptions | None = None) -> None:
         options, names = self.options, self.names
-        self.run = run = open_run(patched, run_options or options.run, "attribute", fed_are_not_x=True)
+        self.run = run = open_run(patched, replace(run_options or options.run, names=names), "attribute",
+                                  fed_are_not_x=True)
         if len(run.x_tensors) != 1:
             raise UsageError(f"attribute differentiates with respect to one x; name it with {names.x} (found "
                              f"{', '.join(run.xs)})")
@@ -208,10 +209,11 @@ class Explainer:
         given = {op_type: spec for op_types, spec in method.rules for op_type in op_types}
         self.path_ops = ops_between([self.x], run.y_tensor)
         self.one_example = adds_its_batch(self.x, self.path_ops)  # why x has no batch axis, or None
-        on_path = op_types_run(run, self.path_ops)
+        reach = functions_reached(run, self.path_ops, self.x)
+        on_path = op_types_run(self.path_ops, reach)
         self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
         self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH - set(method.kept))
-                          + products(self.path_ops, self.x, given) if method.rules else [])
+                          + products(self.path_ops, self.x, given, reach) if method.rules else [])
         if self.uncovered and method.complete and not options.allow_uncovered:
             raise GraphgradError(
                 f"{self.path}: {method.name} has no rule for {', '.join(self.uncovered)} on the path from "
@@ -233,12 +235,13 @@ class Explainer:
     def _build(self, target: Any, by_row: bool) -> tuple:
         tf, run, method = self.tf, self.run, self.options.method
         self._refuse_row_targets(target, by_row)
-        with run.graph.as_default(), tf1_control_flow(run.graph):
+        with run.graph.as_default(), building_gradients(run.graph):
             row_targets = tf.compat.v1.placeholder(tf.int32, [None], name="graphgrad_targets") if by_row else None
             y, path_ops = run.y_tensor, self.path_ops
             if method.kind == CLASS_ACTIVATION or self.options.layer:  # a layer inside a call must be fetchable
                 y, path_ops = self._inlined_path()
-            output = tf.gather(y, row_targets, axis=1, batch_dims=1) if by_row else tensor_entry(y, target)
+            output = (tf.gather(y, row_targets, axis=1, batch_dims=1) if by_row
+                      else tensor_entry(y, target, self.names.target))
             layer = None
             if method.kind == PERTURBATION:
                 gradient = output  # no gradient: the output itself, run on occluded copies
@@ -246,7 +249,7 @@ class Explainer:
                 layer = cam_layer(run, self.x, path_ops, self.options.layer, self.names)
                 probabilities = tf.nn.softmax(y)
                 output = (tf.gather(probabilities, row_targets, axis=1, batch_dims=1) if by_row
-                          else tensor_entry(probabilities, target))
+                          else tensor_entry(probabilities, target, self.names.target))
                 size = image_size(tf, self.x, self.one_example)
                 gradient = (layer, tf.image.resize(layer, tf.shape(self.x)[1:3] if size is None else size,
                                                    method="bilinear"))
@@ -526,16 +529,16 @@ class Explainer:
         differences = self._differences(inputs, base, None, batching, runs)
         try:
             refined = adaptive_integral(inputs, base, differences, options.method.value("steps"), tolerance,
-                                        options.max_steps, batching, runs.gradient_and_output_at, _origins(inputs))
+                                        options.budget, batching, runs.gradient_and_output_at, _origins(inputs))
         except RunStopped as stopped:  # say what took the time: the refinement, up to max-steps gradients a row
             raise RunStopped(f"{stopped} (refining {len(inputs)} row(s) to the tolerance {tolerance:g}, each up to "
-                             f"{options.max_steps} gradient evaluations: give a larger tolerance, a smaller "
+                             f"{options.budget} gradient evaluations: give a larger tolerance, a smaller "
                              "max-steps, or more time)") from None
         sums = algorithms.row_sums(refined.attributions)
         errors = refined.error.reshape(len(inputs), -1).max(axis=1) if refined.error.size else np.zeros(len(inputs))
         report.completeness = [RowCheck(row, float(s), float(d), int(n), float(e)) for row, (s, d, n, e) in enumerate(
             zip(sums, differences, refined.steps, errors))]
-        report.refinement = Refinement(tolerance, options.max_steps, refined.met, refined.evaluations)
+        report.refinement = Refinement(tolerance, options.budget, refined.met, refined.evaluations)
         return refined.attributions
 
     def _differences(self, inputs: Any, base: Any, background: Any, batching: Batching, runs: "Runs") -> Any:

@@ -7,6 +7,8 @@ names loaded gradients so); when a TensorFlow release moves one, this module is
 what changes. It imports nothing of graphgrad, so any layer may call it lazily.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -103,3 +105,35 @@ def while_context(definition: dict, import_scope: str | None, outer: Any = None)
     finally:
         if outer is not None:
             outer.Exit()
+
+
+@contextmanager
+def control_flow_copies_replaceable() -> Iterator[None]:
+    """While the block runs, a gradient of a ``While`` or ``If`` replaces what the
+    process's eager context holds under the name of the copies of its functions it
+    makes (``<function>_rewritten``, by ``control_flow_util_v2.create_new_tf_function``,
+    which registers every function it makes there). Those names come from the
+    model's file, so a second gradient of the same model in one process (another
+    method, another Explainer) made copies of other definitions under the same
+    names, which TensorFlow refused ("a duplicate function ... definitions
+    differ"). A graph runs from its own library, never from the eager context's."""
+    from tensorflow.python.eager import context
+    from tensorflow.python.ops import control_flow_util_v2
+
+    original = control_flow_util_v2.create_new_tf_function
+    if getattr(original, "replaces_copies", False):  # nested: already in place
+        yield
+        return
+
+    def create_new_tf_function(func_graph: Any) -> Any:
+        eager = context.context()
+        if eager.has_function(func_graph.name):
+            eager.remove_function(func_graph.name)
+        return original(func_graph)
+
+    create_new_tf_function.replaces_copies = True  # type: ignore[attr-defined]
+    control_flow_util_v2.create_new_tf_function = create_new_tf_function
+    try:
+        yield
+    finally:
+        control_flow_util_v2.create_new_tf_function = original

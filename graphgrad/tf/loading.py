@@ -23,6 +23,7 @@ from ..graph.functions import first_names, function_bodies, functions_also_run, 
 from ..graph.hints import close_names
 from ..graph.tensors import placeholder_shape, shape_mismatch, unknown_tensor
 from ..graph.model import GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, Model, signatures_of
+from ..methods.options import given
 from ..names import CALL_OPS, SERVING_DEFAULT
 from .effects import refused_phrase, unsafe_ops_in
 from .variables import graph_variables, initializers_of, restore_variables
@@ -49,18 +50,19 @@ class CheckUsageError(UsageError):
 
 
 def refuse_unknown_names(model: Model, tags: list | None, xs: Sequence[str], y: str | None,
-                         fed: Iterable[str] = ()) -> None:
-    """Refuse, from the file alone (before TensorFlow is imported), an ``--x``,
-    ``--y`` or ``--feed`` name that names no tensor of the graph to load; signature
-    names count as the tensors they stand for."""
+                         fed: Iterable[str] = (), names: Sequence[str] = ("--x", "--y", "--feed")) -> None:
+    """Refuse, from the file alone (before TensorFlow is imported), an x, y or feed
+    name that names no tensor of the graph to load; signature names count as the
+    tensors they stand for. ``names``: what the caller calls x, y and the feeds."""
     named = signature_names(model, tags)
     nodes = {node.name: node for node in loaded_graph_def(model, tags).node}
-    asked: list[tuple[str, str]] = [("--y", y)] if y else []
-    asked += [("--x", x) for x in xs] + [("--feed", name) for name in fed]
+    x_name, y_name, feed_name = names
+    asked: list[tuple[str, str]] = [(y_name, y)] if y else []
+    asked += [(x_name, x) for x in xs] + [(feed_name, name) for name in fed]
     for option, name in asked:
         wrong = unknown_tensor(nodes, named.get(name, name))
         if wrong:
-            raise CheckUsageError(f"{option} {name}: {wrong}")
+            raise CheckUsageError(f"{given(option, name)}: {wrong}")
 
 
 def refuse_misshapen_feeds(model: Model, tags: list | None, values: dict, option: str = "--feed",

@@ -23,7 +23,7 @@ from ..edits.surgery import region_surrogate
 from ..methods.pgd import MASKED_SHARE, NOISE, usable_rows
 from ..names import BYPASS, NAMESPACE
 from .paths import override_on
-from .runtime import tensorflow, tf1_control_flow
+from .runtime import tensorflow, building_gradients
 
 # An encoding's surrogate fits its region where their values correlate at least this much at the run's feed: a sign
 # step along its gradient then goes the region's way (not for an encoding that falls where the soft thermometer rises).
@@ -45,7 +45,7 @@ def where_usable_again(graph: Any, x: Any, y: Any, loss: Any, path_ops: set,
             and not _reaches_around(x.op, y.op, op, path_ops)]
     if not cuts:
         return None
-    with graph.as_default(), tf1_control_flow(graph):
+    with graph.as_default(), building_gradients(graph):
         gradients = tf.compat.v1.gradients(loss, cuts)
     fetched = [g for g in gradients if g is not None]
     values = iter(values_of(fetched) if fetched else [])
@@ -63,7 +63,7 @@ def _reaches_x(graph: Any, x: Any, start: Any, values_of: Callable[[list], list]
     import numpy as np
 
     tf = tensorflow()
-    with graph.as_default(), tf1_control_flow(graph):
+    with graph.as_default(), building_gradients(graph):
         signs = tf.sign(tf.random.stateless_uniform(tf.shape(start), [7, 11], -1.0, 1.0, dtype=start.dtype))
         [through] = tf.compat.v1.gradients(start, [x], grad_ys=signs)
     if through is None:

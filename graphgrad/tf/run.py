@@ -190,7 +190,8 @@ def _refuse_from_the_file(model: Model, options: RunOptions) -> tuple[list | Non
             f"{model.path}: its functions call themselves ({' -> '.join(cycle)}), which TensorFlow cannot import "
             "(it recurses until the process crashes); no model TensorFlow wrote holds such a library"
         )
-    refuse_unknown_names(model, chosen, options.xs, options.y, options.feeds)
+    names = options.names
+    refuse_unknown_names(model, chosen, options.xs, options.y, options.feeds, (names.x, names.y, names.feeds))
     refuse_misshapen_feeds(model, chosen, {name: feed_value(text) for name, text in options.feeds.items()})
     prefix = options.checkpoint or checkpoint_beside(model)
     if prefix:

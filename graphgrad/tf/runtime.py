@@ -37,7 +37,13 @@ from ..graph.functions import (
 from ..graph.model import GRAPHDEF, KINDS, METAGRAPH, SAVEDMODEL, Model, iter_graph_nodes, meta_graphs_of
 from ..names import ATTR, CUSTOM_GRADIENT, FUNCTION_CALL_NAME, NAMESPACE, TF1_LOOP_ENTERS
 from .function_caches import forget_cached_gradients
-from .internals import custom_gradient_name, gradient_registry_entries, registered_gradient, set_op_attr
+from .internals import (
+    control_flow_copies_replaceable,
+    custom_gradient_name,
+    gradient_registry_entries,
+    registered_gradient,
+    set_op_attr,
+)
 from .loops import prepare_loops, restore_loop_contexts
 
 _LOCK = threading.Lock()
@@ -496,7 +502,7 @@ def import_graph_def(graph_def_or_path: Any, **kwargs: Any) -> Any:
         for node in graph_def.node:
             node.attr.pop("_output_shapes", None)
         imported = _import(tf, graph_def, meta, kwargs)
-    _use_tf1_control_flow(tf, tf.compat.v1.get_default_graph())
+    _use_building_gradients(tf, tf.compat.v1.get_default_graph())
     return imported
 
 
@@ -519,23 +525,26 @@ def holds_tf1_loops(graph: Any) -> bool:
 
 
 @contextmanager
-def tf1_control_flow(graph: Any) -> Iterator[None]:
-    """Build gradients of ``graph`` with control flow v2 off while the block runs,
-    if the graph holds TF1 loops: TensorFlow differentiates their TensorArrays only
-    so (with v2 on, tensor_array_grad fails on ``assert handle is None``). The
-    process's setting is restored afterwards."""
+def building_gradients(graph: Any) -> Iterator[None]:
+    """Build gradients of ``graph`` while the block runs: with control flow v2 off
+    if the graph holds TF1 loops (TensorFlow differentiates their TensorArrays only
+    so; with v2 on, tensor_array_grad fails on ``assert handle is None``; the
+    process's setting is restored afterwards), and with the copies a TF2 loop's or
+    branch's gradient makes of its functions replacing those an earlier gradient of
+    the same model made (:func:`~graphgrad.tf.internals.control_flow_copies_replaceable`)."""
     tf = tensorflow()
-    if not (holds_tf1_loops(graph) and tf.compat.v1.control_flow_v2_enabled()):
-        yield
-        return
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        yield
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
+    with control_flow_copies_replaceable():
+        if not (holds_tf1_loops(graph) and tf.compat.v1.control_flow_v2_enabled()):
+            yield
+            return
+        tf.compat.v1.disable_control_flow_v2()
+        try:
+            yield
+        finally:
+            tf.compat.v1.enable_control_flow_v2()
 
 
-def _use_tf1_control_flow(tf, graph) -> None:
+def _use_building_gradients(tf, graph) -> None:
     """After importing TF1 loops into ``graph``: turn control flow v2 off for the
     process (the gradients the caller builds next need it), and say so once."""
     if holds_tf1_loops(graph) and tf.compat.v1.control_flow_v2_enabled():

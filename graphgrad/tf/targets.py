@@ -7,6 +7,7 @@ TensorFlow's objects are passed in; nothing here imports it.
 from dataclasses import dataclass
 from typing import Any
 
+from ..methods.options import given
 from .loading import CheckUsageError
 from .paths import override_on
 
@@ -27,16 +28,17 @@ class SummedSoftmax:
                 f"--y {self.logits.removesuffix(':0')}")
 
 
-def tensor_entry(y: Any, target: int | None) -> Any:
+def tensor_entry(y: Any, target: int | None, name: str = "--target") -> Any:
     """``y[..., target]``, or y itself when there is no target (a usage error names
-    the entries there are)."""
+    the entries there are, and the target as ``name``, what the caller calls it)."""
     if target is None:
         return y
     if y.shape.rank == 0:
-        raise CheckUsageError(f"--target {target}: {y.name} is a scalar, with no entries to choose from")
+        raise CheckUsageError(f"{given(name, target)}: {y.name} is a scalar, with no entries to choose from")
     size = y.shape[-1] if y.shape.rank is not None else None
     if size is not None and target >= size:
-        raise CheckUsageError(f"--target {target}: {y.name} has {size} entries on its last axis (0 to {size - 1})")
+        raise CheckUsageError(f"{given(name, target)}: {y.name} has {size} entries on its last axis "
+                              f"(0 to {size - 1})")
     return y[..., target]
 
 
