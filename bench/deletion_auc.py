@@ -7,8 +7,9 @@ output rests on.
 
     python bench/deletion_auc.py GRAPH.pb X Y TARGET ROWS.npy ATTRIBUTIONS.npy...
 
-Also each file's completeness gap, from the same runs: the largest, over the rows,
-of |sum of the attributions - (y(x) - y(0))| / |y(x) - y(0)| for the target's logit
+A map of one channel (XRAI's) ranks a pixel's channels together. Also each file's
+completeness gap, from the same runs: the largest, over the rows, of
+|sum of the attributions - (y(x) - y(0))| / |y(x) - y(0)| for the target's logit
 (the property DeepLIFT and integrated gradients promise against a zero baseline).
 Prints one JSON object: attributions file -> [area, completeness gap].
 """
@@ -39,9 +40,12 @@ def areas(graph_path: str, x_name: str, y_name: str, target: int, rows: np.ndarr
         difference = (session.run(logit, {x: rows}).astype(np.float64)
                       - session.run(logit, {x: np.zeros_like(rows)}).astype(np.float64))
         for path in attributions:
-            sums = np.load(path).reshape(len(rows), -1).astype(np.float64).sum(axis=1)
+            found_here = np.load(path)
+            sums = found_here.reshape(len(rows), -1).astype(np.float64).sum(axis=1)
             gap = float(np.max(np.abs(sums - difference) / np.maximum(np.abs(difference), 1e-12)))
-            order = np.argsort(-np.load(path).reshape(len(rows), -1), axis=1, kind="stable")
+            # a map of one channel (XRAI's, a CAM's) ranks each pixel's channels together
+            ranked = np.broadcast_to(found_here, rows.shape)
+            order = np.argsort(-ranked.reshape(len(rows), -1), axis=1, kind="stable")
             curve = []
             for step in range(STEPS + 1):
                 deleted = flat.copy()

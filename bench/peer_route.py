@@ -46,11 +46,12 @@ def fewest_steps(largest_gap, start: int, most: int, tolerance: float) -> tuple[
     return steps, gap
 
 
-def saliency_masks(method: str, baseline: bool, **settings) -> None:
+def saliency_masks(method: str, baseline: bool, image_maps: bool = False, **settings) -> None:
     """PAIR's saliency ``method`` (a class of ``saliency.core``) on each row, as its
     users run it: its call_model_function a TF1 session's gradient of the target's
     logit, ``GetMask(row, ..., **settings)`` (and a zero ``x_baseline`` if
-    ``baseline``); the masks saved to OUT.npy."""
+    ``baseline``); the masks saved to OUT.npy (maps of (H, W) given a channel axis
+    of one if ``image_maps``)."""
     graph_path, x_name, y_name, target, rows_path, out_path = arguments()
     import numpy as np
     import tensorflow as tf
@@ -67,4 +68,5 @@ def saliency_masks(method: str, baseline: bool, **settings) -> None:
         masker = getattr(saliency, method)()
         masks = [masker.GetMask(row, call_model, **({"x_baseline": np.zeros_like(row)} if baseline else {}),
                                 **settings) for row in rows]
-    np.save(out_path, np.asarray(masks, dtype=np.float32))
+    masks = np.asarray(masks, dtype=np.float32)
+    np.save(out_path, masks[..., None] if image_maps else masks)

@@ -497,10 +497,10 @@ def _peer_path(module: str, requirement: str, target: str):
 ATTRIBUTION_MODELS = {
     "attribution": ((64, 784), 0, ATTRIBUTION_METHODS,
                     "attribution.pb: 784 -> 6 x 512 -> 10 (Relu, Tanh, Sigmoid), 64 rows"),
-    "cnn": ((64, 28, 28, 1), 0, ATTRIBUTION_METHODS + ["blur_ig", "guided_ig"],
+    "cnn": ((64, 28, 28, 1), 0, ATTRIBUTION_METHODS + ["blur_ig", "guided_ig", "xrai"],
             "cnn.pb: 28 x 28 x 1 -> 2 x (convolution, Relu, max pooling) -> 10, 64 rows"),
     "mobilenet": ((8, 224, 224, 3), 995, ["gradient", "integrated_gradients(steps=50)", "guided_backprop", "deeplift",
-                                         "blur_ig", "guided_ig"],
+                                         "blur_ig", "guided_ig", "xrai"],
                   "mobilenet.pb: Keras' MobileNetV2 (random weights; Relu6, batch normalisation), 8 rows, class 995"),
 }
 
@@ -605,6 +605,8 @@ def _attribution_model(name, shape, target, methods, title, shap_path, saliency_
             peers["saliency BlurIG (its defaults)"] = ("saliency_blur_route.py", saliency_path, "blur_ig")
         if "guided_ig" in methods:
             peers["saliency GuidedIG (its defaults)"] = ("saliency_guided_route.py", saliency_path, "guided_ig")
+        if "xrai" in methods:
+            peers["saliency XRAI (its defaults)"] = ("saliency_xrai_route.py", saliency_path, "xrai")
     for label, (route, peer_path, _) in peers.items():
         outputs[label] = os.path.join(work, f"{name}_{route}.npy")
         commands[label] = [PYTHON, os.path.join(HERE, route), source, "x:0", "logits:0", target, rows,

@@ -50,7 +50,7 @@ def rows_whatever_ran_before(request):
 # rule for, a class activation map's missing layer, what an x without a batch axis
 # cannot do, or a row beside its baseline in a graph that runs one row at a time.
 REFUSALS = ("has no rule for", "needs a 4-D (N, H, W, C) layer", "has no batch axis", "beside its baseline",
-            "blur_ig blurs images", "is not an image (N, H, W, C)")
+            "blur_ig blurs images", "is not an image (N, H, W, C)", "xrai ranks regions of images")
 
 
 def every_method(source, inputs, out, *args) -> dict:

@@ -1698,6 +1698,6 @@ def test_every_method_on_a_real_frozen_image_model_runs_or_says_in_one_line_what
     image = _saved(tmp_path, np.random.default_rng(0).uniform(0, 255, (96, 96, 3)).astype(np.float32))
     feeds = ["--feed", "min_size=20", "--feed", "thresholds=[0,0,0]", "--feed", "factor=0.709"]  # boxes on noise
     assert every_method(source, image, tmp_path / "out.npy", "--x", "input", "--y", "prob", "--target", "1",
-                        *feeds) == {"gradient", "grad_x_input", "integrated_gradients", "blur_ig", "guided_ig",
+                        *feeds) == {"gradient", "grad_x_input", "integrated_gradients", "blur_ig", "guided_ig", "xrai",
                                     "guided_backprop", "deconvnet", "expected_gradients", "occlusion"}
     assert np.load(tmp_path / "out.npy").shape == (96, 96, 3)

@@ -143,6 +143,11 @@ ENTRIES = (
                 (Param("steps", int, 200, 1), Param("fraction", float, 0.25, 1e-6, 1.0),
                  Param("max_dist", float, 0.02, 0.0, 1.0)),
                 refuses="a layer; a tolerance (its path is chosen step by step)"),
+    MethodEntry("xrai", PATH_INTEGRAL, "integrated gradients from a black and a white baseline (or the one given), "
+                "ranked by image regions: each pixel the attribution density of the region that adds it (XRAI; "
+                "images)", (Param("steps", int, 100, 2), Param("area_threshold", float, 1.0, 1e-6, 1.0)),
+                refuses="inputs that are not images (N, H, W, C); a layer; a tolerance; noise; without "
+                        "scikit-image, which it segments with"),
     MethodEntry("guided_backprop", GRADIENT_RULE, "dy/dx with ReLUs passing only positive gradients of positive "
                 "inputs", rules=GUIDED),
     MethodEntry("deconvnet", GRADIENT_RULE, "dy/dx with ReLUs passing only positive gradients",

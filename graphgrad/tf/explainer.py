@@ -43,6 +43,7 @@ from ..methods.options import (
     refuse_not_finite,
 )
 from ..methods.ranks import class_order, joined
+from ..methods.xrai import xrai_maps
 from ..methods.registry import (
     CLASS_ACTIVATION,
     GRADIENT_RULE,
@@ -66,8 +67,9 @@ BESIDE_BASELINE = ("deeplift", "deepshap")  # each row runs beside its baseline 
 BLUR = "blur_ig"  # a path integral whose path blurs x: its baseline is x blurred
 # the class activation maps that combine their map with x itself, which must be an image
 ON_AN_IMAGE_X = {"guided_gradcam": "multiplies the guided gradient by", "scorecam": "masks x with"}
+XRAI = "xrai"  # integrated gradients ranked by image regions: a map of densities, not a sum
 GUIDED_IG = "guided_ig"  # a path integral whose path is chosen step by step from the gradients
-UNSMOOTHED = BACKGROUND + ("occlusion", "scorecam")  # averages of their own, or no gradient: no --noise
+UNSMOOTHED = BACKGROUND + ("occlusion", "scorecam", XRAI)  # averages of their own, no gradient, regions: no --noise
 
 
 class Explainer:
@@ -331,7 +333,8 @@ class Explainer:
             cam, cam_report = self._cam.explain(inputs, target, timeout=timeout)
             attributions = attributions * cam
             report.layer = cam_report.layer
-        if method.kind in (PATH_INTEGRAL, REFERENCE_BASED) and noise is None and report.refinement is None:
+        if method.kind in (PATH_INTEGRAL, REFERENCE_BASED) and noise is None and report.refinement is None \
+                and method.entry != XRAI:
             sums, differences = algorithms.row_sums(attributions), self._differences(inputs, base, background,
                                                                                       batching, runs)
             report.completeness = [RowCheck(row, float(s), float(d)) for row, (s, d) in enumerate(zip(sums,
@@ -398,6 +401,9 @@ class Explainer:
                              "use a method that does (integrated_gradients, deeplift)")
         if method.entry in BACKGROUND:
             return np.zeros_like(inputs), algorithms.background_set(baseline, inputs, names.baseline)
+        if method.entry == XRAI and inputs.ndim != 4:
+            raise UsageError(f"xrai ranks regions of images, rows of shape (N, H, W, C); these are "
+                             f"{list(inputs.shape)}: use integrated_gradients")
         if method.entry == BLUR:
             if baseline is not None:
                 raise UsageError(f"{names.baseline}: blur_ig's path ends at the row blurred by max_sigma, its own "
@@ -411,6 +417,8 @@ class Explainer:
         if baseline is not None and np.shape(baseline) not in (inputs.shape, inputs.shape[1:], (1, *inputs.shape[1:])):
             raise UsageError(f"{names.baseline} has shape {list(np.shape(baseline))}: give one of the input's shape "
                              f"{list(inputs.shape)}, or of one row {list(inputs.shape[1:])}")
+        if method.entry == XRAI and baseline is None:  # its own two: each row's min and max
+            return None, None
         base = np.zeros_like(inputs) if baseline is None else np.broadcast_to(
             np.asarray(baseline, dtype=inputs.dtype), inputs.shape).copy()
         refuse_not_finite(base, names.baseline)
@@ -488,6 +496,10 @@ class Explainer:
             return lambda rows, bases, origin: algorithms.blur_integral(
                 rows, method.value("max_sigma"), method.value("steps"), method.value("grad_step"), batching,
                 runs.gradient_at, origin)
+        if method.entry == XRAI:
+            return lambda rows, bases, origin: xrai_maps(rows, bases, method.value("steps"),
+                                                         method.value("area_threshold"), batching, runs.gradient_at,
+                                                         origin)
         if method.entry == GUIDED_IG:
             return lambda rows, bases, origin: algorithms.guided_integral(
                 rows, bases, method.value("steps"), method.value("fraction"), method.value("max_dist"), batching,
@@ -663,7 +675,7 @@ def _refuse_options_the_kind_does_not_take(method: Method, options: AttributeOpt
     if options.layer and method.kind not in (CLASS_ACTIVATION, PATH_INTEGRAL):
         raise UsageError(f"{names.layer} {options.layer}: {method.entry} is {method.kind} and attributes to x; a "
                          "layer is taken by the class activation maps (gradcam, ...) and by integrated_gradients")
-    if method.entry in (BLUR, GUIDED_IG) and (options.layer or options.tolerance is not None):
+    if method.entry in (BLUR, GUIDED_IG, XRAI) and (options.layer or options.tolerance is not None):
         given = names.layer if options.layer else names.tolerance
         raise UsageError(f"{given}: {method.entry} integrates at x over its own path, in its own steps; drop "
                          f"{given}, or use integrated_gradients")
@@ -679,7 +691,9 @@ def _refuse_noise(method: Method, noise: Noise | None, options: AttributeOptions
     if noise is None:
         return
     if method.entry in UNSMOOTHED:
-        why = "it averages over its background set already" if method.entry in BACKGROUND else "it takes no gradient"
+        why = ("it averages over its background set already" if method.entry in BACKGROUND
+               else "its map ranks regions, which noise would move" if method.entry == XRAI
+               else "it takes no gradient")
         raise UsageError(f"noise: {method.entry} is not smoothed ({why}); drop the noise, or use a method such as "
                          "gradient or integrated_gradients")
     if options.tolerance is not None:
