@@ -213,3 +213,26 @@ def test_pgd_keeps_each_rows_most_adversarial_step_or_its_last():
 def test_a_bad_budget_is_refused(arguments, words):
     with pytest.raises(UsageError, match=words.replace("(", r"\(")):
         Budget(**arguments)
+
+
+def test_a_row_met_on_its_first_grid_estimates_its_error_from_every_other_point():
+    """f(x) = sum(x^3) from a zero baseline: integrated gradients are exactly x^3.
+    At a tolerance the first grid meets, no round runs; the row's error estimate is
+    then the change from every other point of the grid to all of it (not 0), which
+    bounds the attributions' true error (the trapezoid's error falls 4x when the
+    steps double, so that change is about 3 times it)."""
+    from graphgrad.methods.adaptive import adaptive_integral
+    from graphgrad.methods.batching import Batching
+
+    rows = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+
+    def both_at(points, origins):
+        return 3 * points ** 2, (points ** 3).sum(axis=1)
+
+    differences = (rows ** 3).sum(axis=1)
+    refined = adaptive_integral(rows, np.zeros_like(rows), differences, 8, 0.05, 64, Batching(16, False, ""),
+                                both_at, np.arange(2))
+    assert refined.met and list(refined.steps) == [9, 9]  # the first grid, no round
+    true_error = np.abs(refined.attributions - rows ** 3)
+    assert (refined.error > 0).all() and (true_error <= refined.error).all()
+    np.testing.assert_allclose(refined.error, 3 * true_error, rtol=0.05)

@@ -166,7 +166,8 @@ def _render_completeness(report) -> None:
                    f"row(s) {', '.join(str(c.row) for c in over)} spent their budget of --max-steps "
                    f"{refined.max_steps} gradient evaluations with a gap over")
         echo(f"  {verdict} {percent(refined.tolerance)}; {refined.evaluations} gradient evaluations in all (error: "
-             "the largest change of one attribution in the last refinement)")
+             "the largest change of one attribution in the last refinement; for a row met on its first steps, "
+             "from every other step to all of them)")
 
 
 def percent(fraction: float) -> str:

@@ -28,7 +28,9 @@ from .batching import Batching, padded
 class Refined:
     """A path integral refined to a tolerance: the attributions, each row's gradient
     evaluations and gap, the evaluations in all, whether every gap is under the
-    tolerance, and a per-entry error estimate (the change of the last round)."""
+    tolerance, and a per-entry error estimate (the change of a row's last round; for
+    a row met on its first grid, the change from every other point of that grid to
+    all of it)."""
 
     attributions: Any
     steps: Any
@@ -55,11 +57,12 @@ class _Path:
         self.gradients.append(np.asarray(gradients, dtype=self.dtype))
         self.slopes = np.concatenate([self.slopes, np.asarray(gradients, dtype=np.float64) @ self.delta])
 
-    def intervals(self, points: int | None = None) -> tuple[Any, Any, Any]:
-        """The first ``points`` computed (default: all) in path order, and each
-        interval's width and error (the trapezoid's integral of the derivative less
-        f's exact rise)."""
-        order = np.argsort(self.alphas[:points], kind="stable")
+    def intervals(self, chosen: Any = None) -> tuple[Any, Any, Any]:
+        """The points ``chosen`` (their indices in the order computed; default: all)
+        in path order, and each interval's width and error (the trapezoid's integral
+        of the derivative less f's exact rise)."""
+        chosen = np.arange(len(self.alphas)) if chosen is None else np.asarray(chosen)
+        order = chosen[np.argsort(self.alphas[chosen], kind="stable")]
         alphas, outputs, slopes = self.alphas[order], self.outputs[order], self.slopes[order]
         widths = np.diff(alphas)
         return order, widths, widths / 2 * (slopes[:-1] + slopes[1:]) - np.diff(outputs)
@@ -70,14 +73,14 @@ class _Path:
         slopes = self.slopes[order]
         return float((widths / 2 * (slopes[:-1] + slopes[1:])).sum())
 
-    def attributions(self, points: int | None = None) -> Any:
-        """The trapezoid rule over the first ``points`` computed (default: all) of each
-        entry's gradient, times x - base."""
-        order, widths, _ = self.intervals(points)
+    def attributions(self, chosen: Any = None) -> Any:
+        """The trapezoid rule over the points ``chosen`` (default: all) of each entry's
+        gradient, times x - base."""
+        order, widths, _ = self.intervals(chosen)
         weights = np.zeros(len(order))
         weights[:-1] += widths / 2
         weights[1:] += widths / 2
-        gradients = np.concatenate(self.gradients)[:len(order)][order]
+        gradients = np.concatenate(self.gradients)[order]
         return (weights @ gradients.astype(np.float64)) * self.delta
 
     def to_split(self, budget: int) -> Any:
@@ -144,7 +147,10 @@ def _refined_rows(inputs: Any, base: Any, differences: Any, steps: int, toleranc
             before_last[row], spent[row] = spent[row], spent[row] + int(mine.sum())
         gaps = _gaps(paths, differences)
     attributions = np.stack([path.attributions() for path in paths]).reshape(delta.shape)
-    previous = np.stack([path.attributions(int(points)) for path, points in zip(paths, before_last)])
+    # A row met on its first grid had no last round: its estimate is that grid's against every other point of it.
+    coarser = np.unique(np.append(np.arange(0, steps + 1, 2), steps))
+    previous = np.stack([path.attributions(np.arange(int(points)) if points < spent[row] else coarser)
+                         for row, (path, points) in enumerate(zip(paths, before_last))])
     return Refined(attributions.astype(inputs.dtype), spent, gaps, int(spent.sum()), bool((gaps <= tolerance).all()),
                    np.abs(attributions - previous.reshape(delta.shape)).astype(inputs.dtype))
 

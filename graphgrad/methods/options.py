@@ -181,7 +181,8 @@ class RowCheck:
     attribution_sum: float
     output_difference: float
     steps: int = 0  # refined to a tolerance: the gradient evaluations the row took
-    error: float = 0.0  # refined: the largest change of one attribution in the last round (an error estimate)
+    error: float = 0.0  # refined: the largest change of one attribution in the last round, or from the first
+    # grid's every other point to all of it for a row met there (an error estimate)
     target: int | None = None  # with several targets a row (top:K, all): the class this check is of
 
     @property
