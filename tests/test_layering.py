@@ -353,6 +353,18 @@ def test_each_commands_summary_is_the_first_line_of_its_help():
         assert first == SUMMARIES[name], name
 
 
+def test_each_commands_help_shows_examples_of_it():
+    """Every command's --help ends its text with an Examples block of that command."""
+    import click
+
+    from graphgrad.cli.group import COMMANDS, GraphgradGroup, main
+
+    context = click.Context(main)
+    for name in COMMANDS:
+        examples = GraphgradGroup().get_command(context, name).help.split("Examples:")
+        assert len(examples) == 2 and f"graphgrad {name} " in examples[1], name
+
+
 def _called_name(node) -> str:
     """``os.open``, ``importlib.import_module``, ``write_text``: what a call names (its dotted tail)."""
     function = node.func

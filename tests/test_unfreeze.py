@@ -385,3 +385,41 @@ def test_quantisation_aware_kernels_become_variables_and_integer_weights_are_nam
     assert kept["name"] == "head/codes" and "behind Dequantize head/dequantize" in kept["why"]
     text = run_cli("unfreeze", model, "--list").stdout
     assert "kept as a constant: head/codes: 6 quantised (integer) entries" in text
+
+
+@pytest.mark.slow
+def test_a_real_quantisation_aware_graphs_fake_quantised_kernel_trains_through_its_straight_through_gradient(
+        tmp_path):
+    """TensorFlow Lite's converter test graph (an SSD box predictor whose 1x1 kernel
+    goes through FakeQuantWithMinMaxVarsPerChannel): unfreeze makes the kernel and
+    the biases variables (47,802 entries; the kernel was left a constant before),
+    and the gradient to the kernel variable is the frozen graph's to its constant:
+    fake quantisation's own straight-through gradient, not zero."""
+    source = os.path.join(REALGRAPHS, "tensorflow-testdata/tensorflow/compiler/mlir/lite/tests/end2end/"
+                                      "fake_quant_without_identity.pbtxt")
+    if not os.path.exists(source):
+        pytest.skip(REALGRAPHS_ABSENT)
+    import json
+
+    listing = json.loads(run_cli("unfreeze", source, "--list", "--json").stdout)
+    assert [weight["name"] for weight in listing["variables"]] == ["BoxPredictor_4/ClassPredictor/weights",
+                                                                  "BoxPredictor_4/ClassPredictor/biases"]
+    assert sum(np.prod(weight["shape"]) for weight in listing["variables"]) == 47_802
+    rows = np.random.default_rng(0).normal(size=(1, 1, 1, 256)).astype(np.float32)  # its batch is fixed to 1
+    frozen = tf.Graph()
+    with frozen.as_default():
+        from google.protobuf import text_format
+
+        v1.import_graph_def(text_format.Parse(open(source).read(), v1.GraphDef()), name="")
+        kernel = frozen.get_tensor_by_name("BoxPredictor_4/ClassPredictor/weights:0")
+        [expected] = v1.gradients(tf.reduce_sum(frozen.get_tensor_by_name("output:0") ** 2), [kernel])
+        with v1.Session(graph=frozen) as session:
+            expected = session.run(expected, {"input:0": rows})
+    graph, session = restored(unfreeze(tmp_path, source))
+    with graph.as_default():
+        [variable] = [v for v in graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES)
+                      if v.op.name == "BoxPredictor_4/ClassPredictor/weights/graphgrad_variable"]
+        [gradient] = v1.gradients(tf.reduce_sum(graph.get_tensor_by_name("output:0") ** 2), [variable])
+        got = session.run(gradient, {"input:0": rows})
+    assert np.abs(expected).max() > 0
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
