@@ -189,7 +189,7 @@ def test_the_python_examples_of_the_reference_run(tmp_path, monkeypatch):
     pytest.importorskip("tensorflow", reason="needs TensorFlow: pip install -e '.[test]'")
     monkeypatch.chdir(ROOT)
     monkeypatch.syspath_prepend(str(tmp_path))
-    ran = 0
+    ran = compared = 0
     for page in PAGES[1:]:
         text = open(os.path.join(ROOT, page)).read().replace("/tmp/", f"{tmp_path}/")
         for block in re.findall(r"```python\n(.*?)```", text, re.S):
@@ -199,10 +199,22 @@ def test_the_python_examples_of_the_reference_run(tmp_path, monkeypatch):
                 __import__(module[1])
                 sys.modules.pop(module[1])
             else:
-                with contextlib.redirect_stdout(io.StringIO()):
+                printed = io.StringIO()
+                with contextlib.redirect_stdout(printed):
                     exec(compile(block, page, "exec"), {})
+                for shown in _shown_values(block):  # what a comment says a print prints, it prints
+                    assert shown in printed.getvalue(), (page, shown, printed.getvalue())
+                    compared += 1
             ran += 1
-    assert ran >= 3
+    assert ran >= 3 and compared >= 4
+
+
+def _shown_values(block: str) -> list[str]:
+    """The values the comments of a block's print lines show (``print(x)  # [2. 0. 0.]``,
+    ``# through the overrides: [[2. 0. 2.]]``): a bracketed or braced literal ending
+    the comment or followed by a colon."""
+    return [found[1] for line in block.splitlines() if "print(" in line and "#" in line
+            for found in [re.search(r"([\[{][^#]*?[\]}])(?=:|\s*$)", line.split("#", 1)[1])] if found]
 
 
 def test_the_straight_through_training_recipe_prints_a_falling_loss_as_documented(tmp_path, monkeypatch):
