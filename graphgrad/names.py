@@ -21,7 +21,7 @@ FUNCTION_CALL_NAME = re.compile(r"(Stateful)?PartitionedCall-\d+\Z")
 # Ops that call the function named by their attribute ``f``.
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 # Every op that runs functions of the graph: calls, and control flow v2's branches and loops.
-FUNCTIONAL_OPS = frozenset(CALL_OPS) | {"If", "StatelessIf", "While", "StatelessWhile", "Case"}
+FUNCTIONAL_OPS = frozenset(CALL_OPS) | {"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"}
 # Control flow v1: a TF1 while loop's frame starts at these.
 TF1_LOOP_ENTERS = ("Enter", "RefEnter")
 # Ops whose output depends on their input's shape or dtype only, never its values:

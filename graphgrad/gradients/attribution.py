@@ -71,6 +71,8 @@ def eps_lrp(tf, op, grads, eps):
     op_types=DEEPLIFT_OPS,
 )
 def deeplift(tf, op, grads):
+    if not _Pairs(tf, op).holds_both(op.outputs[0]):  # a weight's value in a loop body: while_v2 differentiates
+        return own_gradient(op, grads)  # it too, and its gradient never reaches x; it holds no baseline half
     if op.type in MAX_POOLS:
         return _deeplift_max_pool(tf, op, grads)
     if op.type in PRODUCTS:
@@ -111,6 +113,14 @@ class _Pairs:
         if self.twin is not None:
             return multiplier
         return self.tf.tile(multiplier, self.tf.concat([[2], self.tf.ones_like(self.tf.shape(multiplier)[1:])], 0))
+
+    def holds_both(self, tensor: Any) -> bool:
+        """Whether ``tensor`` may hold the inputs' rows and the baselines' (a batch
+        of an even size, or unknown), as every value computed from x does."""
+        if self.twin is not None:
+            return True
+        rank = tensor.shape.rank
+        return rank != 0 and (rank is None or tensor.shape[0] is None or tensor.shape[0] % 2 == 0)
 
     def upstream(self, grad: Any) -> Any:
         """The multipliers reaching the op's output, of the input's rows (both halves carry the same)."""

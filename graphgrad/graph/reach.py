@@ -33,14 +33,21 @@ class Reach:
     nodes: dict = field(default_factory=dict)
     varying_inputs: dict = field(default_factory=dict)
     bodies: dict = field(default_factory=dict)
+    call_outputs: dict = field(default_factory=dict)  # function -> call-like node -> its outputs from x (flat)
+    values: dict = field(default_factory=dict)  # function -> the names of its nodes computed from x, of any type
+    choices: set = field(default_factory=set)  # branches and loops whose choice is computed from x
+    functions: dict = field(default_factory=dict)  # name -> FunctionDef
 
     def varies(self, function: str, ref: str) -> bool:
         """Whether the value ``ref`` (a FunctionDef input: an argument's name or
         ``node:output:index``) of ``function`` is computed from x."""
-        name = ref.split(":")[0]
-        if name in self.nodes.get(function, {}):
-            return True
-        return ":" not in ref and name in self.varying_inputs.get(function, set())
+        parts = ref.split(":")
+        if len(parts) == 1:
+            return ref in self.varying_inputs.get(function, set())
+        calls = self.call_outputs.get(function, {})
+        if parts[0] in calls:  # which output of the call
+            return output_index(self.functions, self.bodies[function][parts[0]], parts) in calls[parts[0]]
+        return parts[0] in self.values.get(function, set())
 
 
 def carries_no_gradient(node: Any) -> bool:
@@ -54,11 +61,17 @@ def carries_no_gradient(node: Any) -> bool:
     return False
 
 
+def _a_step(node: Any) -> bool:
+    """A Cast to a float type from one no gradient flows through (an integer, a bool)."""
+    return (node.op == "Cast" and node.attr["SrcT"].type in _NO_GRADIENT_TYPES
+            and node.attr["DstT"].type not in _NO_GRADIENT_TYPES)
+
+
 def reached_in_functions(library: Any, calls: Iterable[tuple[Any, Sequence[bool]]]) -> Reach:
     """What ``calls`` (NodeDefs outside the functions, each with which of its inputs
     are computed from x) compute from x inside ``library``'s functions, transitively."""
     functions = {function.signature.name: function for function in library.function}
-    reach = Reach()
+    reach = Reach(functions=functions)
     analysis = _Analysis(functions, reach)
     for node, varying in calls:
         analysis.outputs_of_call(node, tuple(varying))
@@ -77,23 +90,30 @@ class _Analysis:
         node that calls no function of the library."""
         op, attrs = node.op, node.attr
         if op in WHILES:
-            return self._loop(attrs["body"].func.name, frozenset(i for i, v in enumerate(varying) if v))
+            return self._loop(attrs["body"].func.name, attrs["cond"].func.name,
+                              frozenset(i for i, v in enumerate(varying) if v))
         if op in BRANCHES or op in CASES:
             names = ([attrs["then_branch"].func.name, attrs["else_branch"].func.name] if op in BRANCHES
                      else [call.name for call in attrs["branches"].list.func])
+            if varying and varying[0]:  # the branch taken is decided by x: no rule makes that a sum
+                self.reach.choices.add(f"{op} (its branch chosen from x)")
             arguments = frozenset(i - 1 for i, v in enumerate(varying) if v and i > 0)  # input 0 picks the branch
             return frozenset().union(*(self.function(name, arguments) for name in names))
         name = attrs["f"].func.name if op in CALL_OPS else op
         return self.function(name, frozenset(i for i, v in enumerate(varying) if v))
 
-    def _loop(self, body: str, varying: frozenset) -> frozenset:
+    def _loop(self, body: str, cond: str, varying: frozenset) -> frozenset:
         """A loop variable varies where its initial value does or the body makes it
-        from one that does: the fixed point."""
+        from one that does: the fixed point; a loop whose condition reads one is
+        ended by x (its number of steps, which no rule makes a sum)."""
         while True:
             more = varying | self.function(body, varying)
             if more == varying:
-                return varying
+                break
             varying = more
+        if 0 in self.function(cond, varying):
+            self.reach.choices.add("While (its number of steps chosen from x)")
+        return varying
 
     def function(self, name: str, varying: frozenset) -> frozenset:
         """The output indices of ``name`` computed from x where its arguments
@@ -130,14 +150,20 @@ class _Analysis:
                 if node.name in reached and outputs == varying_outputs[node.name]:
                     continue
                 varying_outputs[node.name] = outputs
-            elif node.name in reached or carries_no_gradient(node):
+            elif node.name in reached or node.op in VALUE_INDEPENDENT:  # x's values, through every type
                 continue
+            elif _a_step(node):  # a float made of integers or comparisons of x: it jumps
+                self.reach.choices.add("Cast (a float of integers or comparisons computed from x: a step)")
             reached[node.name] = node
             pending.extend(readers.get(node.name, []))
         returned = [function.ret.get(arg.name, "") for arg in function.signature.output_arg]
         result = frozenset(i for i, ref in enumerate(returned)
                            if ref and self._varies(ref, varying_args, nodes, reached, varying_outputs))
-        self.reach.nodes.setdefault(name, {}).update(reached)
+        self.reach.nodes.setdefault(name, {}).update(
+            {key: node for key, node in reached.items() if not carries_no_gradient(node)})
+        self.reach.values.setdefault(name, set()).update(reached)
+        for node, outputs in varying_outputs.items():
+            self.reach.call_outputs.setdefault(name, {}).setdefault(node, set()).update(outputs)
         self.running.discard(key)
         self.done[key] = result
         return result
@@ -152,14 +178,16 @@ class _Analysis:
             return ref in arguments
         name = parts[0]
         if name in outputs:  # a call: which of its outputs, by its flat index
-            return self._output_index(nodes[name], parts) in outputs[name]
+            return output_index(self.functions, nodes[name], parts) in outputs[name]
         return name in reached
 
-    def _output_index(self, node: Any, parts: list) -> int:
-        """The flat output index of ``node:output:index``: a list output's index
-        (calls, loops, branches), or the position of a called function's output."""
-        index = int(parts[2]) if len(parts) > 2 else 0
-        if node.op in self.functions:
-            names = [arg.name for arg in self.functions[node.op].signature.output_arg]
-            return names.index(parts[1]) if parts[1] in names else index
-        return index
+
+def output_index(functions: dict, node: Any, parts: list) -> int:
+    """The flat output index of ``node:output:index`` (``parts``, split at the
+    colons): a list output's index (calls, loops, branches), or the position of a
+    called function's output (a call by op type)."""
+    index = int(parts[2]) if len(parts) > 2 else 0
+    if node.op in functions:
+        names = [arg.name for arg in functions[node.op].signature.output_arg]
+        return names.index(parts[1]) if parts[1] in names else index
+    return index

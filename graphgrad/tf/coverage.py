@@ -10,8 +10,7 @@ from typing import Any
 from ..gradients.attribution import gate_factor
 from ..graph.reach import Reach, carries_no_gradient, reached_in_functions
 from ..methods.registry import SIGNAL_TAKE_ALL
-from ..names import FUNCTIONAL_OPS
-from .paths import differentiable
+from ..names import FUNCTIONAL_OPS, VALUE_INDEPENDENT
 
 # Op types whose own gradient every method keeps: linear in their data input, or
 # only moving entries around (so the rules at the nonlinearities decide).
@@ -26,7 +25,7 @@ PASS_THROUGH = frozenset({
     "FusedBatchNormV3", "Cast", "Shape",
     "Fill", "ZerosLike", "OnesLike", "Select", "SelectV2", "ResizeBilinear", "ResizeNearestNeighbor",
     # control flow and TensorArrays (TF1 loops, dynamic_rnn): they route values unchanged
-    "Enter", "RefEnter", "Exit", "RefExit", "Merge", "RefMerge", "Switch", "RefSwitch", "NextIteration",
+    "Enter", "RefEnter", "Exit", "RefExit", "Merge", "RefMerge", "Switch", "RefSwitch", "_SwitchN", "NextIteration",
     "LoopCond", "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayScatterV3",
     "TensorArrayGatherV3", "TensorArraySizeV3", "TensorArrayConcatV3", "TensorArraySplitV3", "Gather", "GatherNd",
     # TF2 loops' lists (Keras 3's recurrent layers): the same, as variants
@@ -65,12 +64,42 @@ def products(path_ops: set, x: Any, rules: dict, reach: Reach) -> list:
 
 def functions_reached(run: Any, ops: set, x: Any) -> Reach:
     """What the call ops, branches and loops among ``ops`` (the path from ``x``)
-    compute from x inside the functions they run."""
+    compute from x inside the functions they run (x's values followed through
+    every type: an If's predicate, a loop's counter made from x)."""
     library = run.graph.as_graph_def().library
     library_names = {function.signature.name for function in library.function}
-    calls = [(op.node_def, [t is x or (t.op in ops and differentiable(t.dtype)) for t in op.inputs])
+    valued = valued_by(x)
+    calls = [(op.node_def, [t is x or t.op in valued for t in op.inputs])
              for op in ops if op.type in FUNCTIONAL_OPS or op.type in library_names]
     return reached_in_functions(library, calls)
+
+
+def valued_by(x: Any) -> set:
+    """The ops whose outputs x's values reach, through every type (a comparison, an
+    integer), not through the ops that read shapes only."""
+    found, stack = set(), list(x.consumers())
+    while stack:
+        op = stack.pop()
+        if op in found or op.type in VALUE_INDEPENDENT:
+            continue
+        found.add(op)
+        stack.extend(consumer for output in op.outputs for consumer in output.consumers())
+    return found
+
+
+def choices(path_ops: set, x: Any, reach: Reach) -> list:
+    """The branches, loops and steps on the path, or in the functions it runs, that
+    x decides (a TF1 Switch's predicate, an If's, a While's condition; a float
+    cast from integers or comparisons of x): the output jumps there, which no
+    rule turns into a sum of contributions."""
+    valued = valued_by(x)
+    found = set(reach.choices)
+    if any(op.type in ("Switch", "RefSwitch") and op.inputs[1].op in valued for op in path_ops):
+        found.add("Switch (a branch or a loop's number of steps chosen from x)")
+    if any(op.type == "Cast" and not op.inputs[0].dtype.is_floating and op.outputs[0].dtype.is_floating
+           and op.inputs[0].op in valued for op in path_ops):
+        found.add("Cast (a float of integers or comparisons computed from x: a step)")
+    return sorted(found)
 
 
 def op_types_run(ops: set, reach: Reach) -> set:

@@ -53,7 +53,7 @@ from ..methods.registry import (
     Method,
     parse_method,
 )
-from .coverage import PASS_THROUGH, functions_reached, op_types_run, products
+from .coverage import PASS_THROUGH, choices, functions_reached, op_types_run, products
 from .batches import adds_its_batch, batching_for, declared_batch_freed, row_shape
 from .cam import GRADIENT_CAMS, cam_layer, grad_cam, image_size, integral_layer, path_with_calls_inlined, shown_name
 from .loading import given_feeds, refuse_unfed_pipelines, training_flags, unfed_inputs
@@ -215,7 +215,8 @@ class Explainer:
         on_path = op_types_run(self.path_ops, reach)
         self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
         self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH - set(method.kept))
-                          + products(self.path_ops, self.x, given, reach) if method.rules else [])
+                          + products(self.path_ops, self.x, given, reach) + choices(self.path_ops, self.x, reach)
+                          if method.rules else [])
         if self.uncovered and method.complete and not options.allow_uncovered:
             raise GraphgradError(
                 f"{self.path}: {method.name} has no rule for {', '.join(self.uncovered)} on the path from "
@@ -265,7 +266,11 @@ class Explainer:
                 layer = integral_layer(run, self.x, path_ops, self.options.layer, self.names)
                 [gradient] = tf.compat.v1.gradients(output, [layer])
             else:
-                [gradient] = tf.compat.v1.gradients(output, [self.x])
+                try:
+                    [gradient] = tf.compat.v1.gradients(output, [self.x])
+                except LookupError as error:  # an op on the path TensorFlow cannot differentiate (_SwitchN)
+                    raise GraphgradError(f"{self.path}: TensorFlow cannot differentiate the path from "
+                                         f"{run.xs[0]} to {run.y}: {str(error).split('. ')[0]}") from None
         if gradient is None:
             raise GraphgradError(
                 f"{self.path}: {run.y} does not depend on {run.xs[0]} through floats: no attribution; "

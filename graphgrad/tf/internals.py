@@ -7,6 +7,7 @@ names loaded gradients so); when a TensorFlow release moves one, this module is
 what changes. It imports nothing of graphgrad, so any layer may call it lazily.
 """
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -107,6 +108,10 @@ def while_context(definition: dict, import_scope: str | None, outer: Any = None)
             outer.Exit()
 
 
+# One gradient build at a time swaps TensorFlow's function (and puts back what it displaced).
+_REPLACING = threading.RLock()
+
+
 @contextmanager
 def control_flow_copies_replaceable() -> Iterator[None]:
     """While the block runs, a gradient of a ``While`` or ``If`` replaces what the
@@ -116,24 +121,37 @@ def control_flow_copies_replaceable() -> Iterator[None]:
     model's file, so a second gradient of the same model in one process (another
     method, another Explainer) made copies of other definitions under the same
     names, which TensorFlow refused ("a duplicate function ... definitions
-    differ"). A graph runs from its own library, never from the eager context's."""
+    differ"). A graph runs from its own library, never from the eager context's;
+    the definitions the block displaced are put back when it ends, so the
+    process's own functions (a user's tf.function of the same model) keep theirs."""
     from tensorflow.python.eager import context
     from tensorflow.python.ops import control_flow_util_v2
 
-    original = control_flow_util_v2.create_new_tf_function
-    if getattr(original, "replaces_copies", False):  # nested: already in place
-        yield
-        return
+    with _REPLACING:
+        original = control_flow_util_v2.create_new_tf_function
+        if getattr(original, "replaces_copies", False):  # nested: already in place
+            yield
+            return
+        displaced: dict = {}  # name -> the definition the process held before the block
+        made: set = set()  # the names this block registered
 
-    def create_new_tf_function(func_graph: Any) -> Any:
-        eager = context.context()
-        if eager.has_function(func_graph.name):
-            eager.remove_function(func_graph.name)
-        return original(func_graph)
+        def create_new_tf_function(func_graph: Any) -> Any:
+            eager = context.context()
+            if eager.has_function(func_graph.name):
+                if func_graph.name not in made and func_graph.name not in displaced:
+                    displaced[func_graph.name] = eager.get_function_def(func_graph.name)
+                eager.remove_function(func_graph.name)
+            made.add(func_graph.name)
+            return original(func_graph)
 
-    create_new_tf_function.replaces_copies = True  # type: ignore[attr-defined]
-    control_flow_util_v2.create_new_tf_function = create_new_tf_function
-    try:
-        yield
-    finally:
-        control_flow_util_v2.create_new_tf_function = original
+        create_new_tf_function.replaces_copies = True  # type: ignore[attr-defined]
+        control_flow_util_v2.create_new_tf_function = create_new_tf_function
+        try:
+            yield
+        finally:
+            control_flow_util_v2.create_new_tf_function = original
+            eager = context.context()
+            for name, definition in displaced.items():
+                if eager.has_function(name):
+                    eager.remove_function(name)
+                eager.add_function_def(definition)

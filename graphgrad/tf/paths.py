@@ -47,8 +47,10 @@ def differentiable(dtype: Any) -> bool:
     return floating(dtype) or dtype.name in ("resource", "variant")
 
 
-def between(xs: Iterable, y: Any, only_differentiable: bool) -> set:
-    """Ops on a path from some x to y (following only float edges if asked)."""
+def reached_from(xs: Iterable, only_differentiable: bool) -> set:
+    """The ops that read some x, or what such an op computes (following only float
+    edges if asked: then an op computing a bool or an integer from floats is
+    reached, and ends the walk)."""
     forward, stack = set(), [consumer for x in xs for consumer in x.consumers()]
     while stack:
         op = stack.pop()
@@ -58,6 +60,12 @@ def between(xs: Iterable, y: Any, only_differentiable: bool) -> set:
         for output in op.outputs:
             if not only_differentiable or differentiable(output.dtype):
                 stack.extend(output.consumers())
+    return forward
+
+
+def between(xs: Iterable, y: Any, only_differentiable: bool) -> set:
+    """Ops on a path from some x to y (following only float edges if asked)."""
+    forward = reached_from(xs, only_differentiable)
     backward, stack = set(), [y.op]
     while stack:
         op = stack.pop()
