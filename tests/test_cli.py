@@ -247,7 +247,7 @@ def test_user_gradients_module(tmp_path):
         (bytes(range(256)), "not a TensorFlow graph file"),
         (b"\x89HDF\r\n\x1a\n" + bytes(24), "it is an HDF5 file, such as a Keras .h5 model"),
         (b"PK\x03\x04" + bytes(24), "it is a zip archive, such as a Keras 3 .keras model"),
-        (b"\x1c\x00\x00\x00TFL3" + bytes(24), "it is a TensorFlow Lite model, which has no gradients"),
+        (b"\x1c\x00\x00\x00TFL3" + bytes(24), "a TensorFlow Lite model without a subgraph"),
         (bytes(24) + b"\x57\xfb\x80\x8b\x24\x75\x47\xdb", "it is a checkpoint's variable index"),
     ],
 )

@@ -255,7 +255,8 @@ def test_nothing_is_evaluated():
 
 
 def test_file_commands_run_without_tensorflow(tmp_path):
-    """A tensorflow package that explodes on import: ops and rewrite must not notice."""
+    """A tensorflow package that explodes on import: ops, rewrite and convert (a
+    TensorFlow Lite model rebuilt as a TensorFlow graph) must not notice."""
     poison = tmp_path / "poison" / "tensorflow"
     poison.mkdir(parents=True)
     (poison / "__init__.py").write_text("raise ImportError('graphgrad imported TensorFlow')\n")
@@ -267,6 +268,9 @@ def test_file_commands_run_without_tensorflow(tmp_path):
         ["rewrite", fixture("saved_model"), "--op", "Sign=ste", "-o", str(tmp_path / "sm")],
         ["gradients"],
         ["--help"],
+        ["convert", fixture("digits_float16.tflite"), "-o", str(tmp_path / "rebuilt.pb")],
+        ["rewrite", fixture("digits_float16.tflite"), "--op", "Relu=identity", "-o", str(tmp_path / "lite.pb")],
+        ["ops", fixture("digits_float16.tflite"), fixture("digits_int8.tflite")],
     ]
     for args in commands:
         result = subprocess.run(

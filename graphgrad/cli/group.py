@@ -14,7 +14,7 @@ from .render import error, json_error
 COMMANDS = {
     "ops": "ops", "rewrite": "rewrite", "insert": "insert", "bypass": "bypass", "reset": "reset",
     "diff": "diff", "check": "check", "attribute": "attribute", "show": "show", "unfreeze": "unfreeze",
-    "freeze": "freeze", "attack": "attack", "gradients": "gradients",
+    "freeze": "freeze", "attack": "attack", "gradients": "gradients", "convert": "convert",
 }
 SUMMARIES = {
     "ops": "List op types with node counts, and gradient overrides with their status.",
@@ -30,6 +30,7 @@ SUMMARIES = {
     "freeze": "Fold a checkpoint's trained variables back into constants of a frozen GraphDef.",
     "attack": "Accuracy under an L-infinity PGD attack, BPDA and EOT included (needs TensorFlow).",
     "gradients": "List gradients: name, kind, parameters with defaults, formula, aliases.",
+    "convert": "Rebuild a TensorFlow Lite model as a frozen TensorFlow graph, which has gradients.",
 }
 
 # Words users reach for, and the command that does it.

@@ -73,8 +73,8 @@ def _render_lite(summary) -> list[str]:
     types = ", ".join(f"{dtype.lower()} {count}" for dtype, count in sorted(summary.tensor_types.items()))
     lines.append(f"  tensors: {types}; quantised: {summary.quantised_tensors} ({summary.per_channel_tensors} "
                  "per-channel)")
-    lines.append("  gradient overrides: none (a TensorFlow Lite model carries no gradients: rewrite, check, attribute "
-                 "and attack take the SavedModel or frozen graph it was converted from)")
+    lines.append(f"  {summary.rebuilt}")
+    lines.append("  gradient overrides: none (a TensorFlow Lite model carries none)")
     return lines
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from ..errors import GraphgradError, ModelReadError
-from ..graph.model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, Model, graphs_of
+from ..graph.model import BINARY, GRAPHDEF, KIND_NAMES, METAGRAPH, SAVEDMODEL, TEXT, TFLITE, Model, graphs_of
 from . import protos
 from .plausible import plausible_graph
 from .descriptors import NotRegularFile, open_regular, write_all
@@ -43,6 +43,14 @@ def _new_message(kind: str):
     return getattr(protos, KIND_NAMES[kind])()  # the class names are the kind names
 
 
+TFLITE_IDENTIFIER = b"TFL3"  # a TensorFlow Lite flatbuffer's file identifier, at bytes 4-8
+
+
+def is_tflite(data: bytes) -> bool:
+    """Whether ``data`` (a file's first bytes, at least 8) is a TensorFlow Lite flatbuffer."""
+    return data[4:8] == TFLITE_IDENTIFIER
+
+
 def read_model(path: str, kind: str | None = None) -> Model:
     """Read a GraphDef, MetaGraphDef or SavedModel from a file or directory.
 
@@ -62,6 +70,11 @@ def read_model(path: str, kind: str | None = None) -> Model:
 def model_from_bytes(data: bytes, path: str, kind: str | None = None, root: str | None = None) -> Model:
     """A :class:`Model` from the bytes of the file at ``path``; a SavedModel's
     ``root`` (where its variables and assets are) defaults to the file's folder."""
+    if is_tflite(data[:8]) and kind in (None, GRAPHDEF):
+        from .tflite_graph import rebuilt_graph_def  # the tflite package, only for TensorFlow Lite files
+
+        return Model(message=rebuilt_graph_def(path, data), kind=GRAPHDEF, encoding=BINARY, path=path,
+                     rebuilt_from=TFLITE)
     message, kind, encoding = parse_model_bytes(data, kind, path)
     if kind != SAVEDMODEL:
         root = None
@@ -237,9 +250,6 @@ _OTHER_FORMATS = [
     (lambda data, path: data.startswith(b"PK\x03\x04"),
      "it is a zip archive, such as a Keras 3 .keras model (layers and weights, no graph). To fix this, load "
      "it with Keras and save a SavedModel: model.export(DIR)"),
-    (lambda data, path: data[4:8] == b"TFL3",
-     "it is a TensorFlow Lite model, which has no gradients to override. To fix this, rewrite the "
-     "SavedModel or frozen graph it was converted from"),
     (lambda data, path: data.endswith(b"\x57\xfb\x80\x8b\x24\x75\x47\xdb"),  # TensorFlow's table footer
      "it is a checkpoint's variable index (no graph). To fix this, name the .meta file written beside it, "
      "or a SavedModel"),

@@ -8,14 +8,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..errors import ModelReadError
-
-IDENTIFIER = b"TFL3"
-
-
-def is_tflite(data: bytes) -> bool:
-    """Whether ``data`` (a file's first bytes, at least 8) is a TensorFlow Lite flatbuffer."""
-    return data[4:8] == IDENTIFIER
-
+from ..graph.model import TFLITE
+from .reading import SourceFile, is_tflite, read_file
+from .tflite_graph import op_name, text
 
 @dataclass(frozen=True)
 class LiteTensor:
@@ -42,22 +37,24 @@ class LiteSummary:
     tensor_types: dict = field(default_factory=dict)  # dtype -> tensors of it, all subgraphs
     quantised_tensors: int = 0
     per_channel_tensors: int = 0
-    kind: str = "tflite"
+    kind: str = TFLITE
+    rebuilt: str = ""  # how the TensorFlow graph graphgrad reads it as is rebuilt, or why it is not
+
+
+def is_tflite_file(path: str) -> bool:
+    """Whether ``path`` is a file that holds a TensorFlow Lite model (by its content)."""
+    import os
+
+    if not os.path.isfile(path):
+        return False
+    with SourceFile(path) as source:
+        return is_tflite(source.read(0, min(8, source.size)))
 
 
 def tflite_summary_of(path: str) -> "LiteSummary | None":
     """The summary of the TensorFlow Lite model at ``path``, or None where the file is
     none (a directory, or another kind of file)."""
-    import os
-
-    from .reading import SourceFile, read_file
-
-    if not os.path.isfile(path):
-        return None
-    with SourceFile(path) as source:
-        if not is_tflite(source.read(0, min(8, source.size))):
-            return None
-    return summarize_tflite(path, read_file(path))
+    return summarize_tflite(path, read_file(path)) if is_tflite_file(path) else None
 
 
 def summarize_tflite(path: str, data: bytes) -> LiteSummary:
@@ -68,16 +65,31 @@ def summarize_tflite(path: str, data: bytes) -> LiteSummary:
         raise ModelReadError(f"{path} is a TensorFlow Lite model; reading one needs the tflite package (TensorFlow "
                              "Lite's schema), which graphgrad installs: pip install tflite") from None
     try:
-        return _summary(tflite, path, data)
+        summary = _summary(tflite, path, data)
     except Exception as error:  # noqa: BLE001  a flatbuffer that lies about its offsets fails anywhere inside
         raise ModelReadError(f"{path} starts as a TensorFlow Lite model but its flatbuffer does not read "
                              f"({type(error).__name__}): a truncated or damaged file") from None
+    summary.rebuilt = _rebuilt(path, data)
+    return summary
+
+
+def _rebuilt(path: str, data: bytes) -> str:
+    """What the rebuilt TensorFlow graph is (its nodes and ends), or why there is none."""
+    from .tflite_graph import rebuilt_ends, rebuilt_graph_def
+
+    try:
+        graph_def = rebuilt_graph_def(path, data)
+    except ModelReadError as error:
+        return f"not rebuilt: {str(error).removeprefix(path + ': ')}"
+    inputs, outputs = rebuilt_ends(graph_def)
+    return (f"rebuilt as a TensorFlow graph of {len(graph_def.node)} nodes (x: {', '.join(inputs)}; y: "
+            f"{', '.join(outputs)}), which every command reads it as; graphgrad convert writes it")
 
 
 def _summary(tflite, path: str, data: bytes) -> LiteSummary:
     model = tflite.Model.GetRootAs(data, 0)
     names = {value: name for name, value in vars(tflite.TensorType).items() if not name.startswith("_")}
-    codes = [_op_name(tflite, model.OperatorCodes(index)) for index in range(model.OperatorCodesLength())]
+    codes = [op_name(tflite, model.OperatorCodes(index)) for index in range(model.OperatorCodesLength())]
     op_types: Counter = Counter()
     tensor_types: Counter = Counter()
     quantised = per_channel = operators = 0
@@ -101,18 +113,11 @@ def _summary(tflite, path: str, data: bytes) -> LiteSummary:
     for index in range(model.SignatureDefsLength()):
         signature = model.SignatureDefs(index)
         graph = model.Subgraphs(signature.SubgraphIndex())
-        ends = [[(_text(end.Name()), _text(graph.Tensors(end.TensorIndex()).Name())) for end in
+        ends = [[(text(end.Name()), text(graph.Tensors(end.TensorIndex()).Name())) for end in
                  (pick(i) for i in range(count))] for pick, count in
                 ((signature.Inputs, signature.InputsLength()), (signature.Outputs, signature.OutputsLength()))]
-        summary.signatures.append((_text(signature.SignatureKey()), ends[0], ends[1]))
+        summary.signatures.append((text(signature.SignatureKey()), ends[0], ends[1]))
     return summary
-
-
-def _op_name(tflite, code) -> str:
-    """A builtin op's name (the larger of the two code fields: schema 3a moved it), or CUSTOM:its code."""
-    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-    name = tflite.BUILTIN_OPCODE2NAME.get(builtin, f"BUILTIN_{builtin}")
-    return f"CUSTOM:{_text(code.CustomCode())}" if name == "CUSTOM" else name
 
 
 def _tensor(tensor, names: dict) -> LiteTensor:
@@ -123,8 +128,4 @@ def _tensor(tensor, names: dict) -> LiteTensor:
     dtype = names.get(tensor.Type(), str(tensor.Type())).lower()
     described = ("" if not scales else f"{dtype}, per-tensor" if scales == 1 else
                  f"{dtype}, per-channel (axis {quantisation.QuantizedDimension()})")
-    return LiteTensor(_text(tensor.Name()), dtype, shape, described)
-
-
-def _text(value) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+    return LiteTensor(text(tensor.Name()), dtype, shape, described)

@@ -21,6 +21,7 @@ METAGRAPH = "metagraph"
 SAVEDMODEL = "savedmodel"
 KINDS = (GRAPHDEF, METAGRAPH, SAVEDMODEL)
 KIND_NAMES = {GRAPHDEF: "GraphDef", METAGRAPH: "MetaGraphDef", SAVEDMODEL: "SavedModel"}
+TFLITE = "tflite"  # a TensorFlow Lite model: read as the GraphDef rebuilt from it
 BINARY = "binary"
 TEXT = "text"
 ENCODINGS = (BINARY, TEXT)
@@ -31,6 +32,9 @@ class Model:
     """One model file: its message, kind, encoding and where it came from.
 
     ``root`` is the SavedModel directory for SavedModels, else None.
+    ``rebuilt_from``: "tflite" for the frozen GraphDef rebuilt from a TensorFlow
+    Lite model (:mod:`graphgrad.files.tflite_graph`), which is written as a
+    GraphDef, never back into the ``.tflite``.
     """
 
     message: Any  # a GraphDef, MetaGraphDef or SavedModel message
@@ -38,6 +42,7 @@ class Model:
     encoding: str
     path: str = ""
     root: str | None = None
+    rebuilt_from: str = ""
 
     def copy(self) -> "Model":
         message = type(self.message)()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..edits.apply import rewrite_reading
 from ..edits.rewrite import RewriteOptions, RewriteReport
-from ..files.tflite import tflite_summary_of
+from ..files.tflite import is_tflite_file, tflite_summary_of
 from ..errors import GraphgradError, ModelWriteError, NothingSelectedError, UsageError
 from ..files.outputs import Output, model_files, refuse_outputs_over_inputs
 from ..files.discovery import holds_keras2_metadata
@@ -150,6 +150,9 @@ def _refuse_outside(target: str, directory: str) -> None:
 def _target(path: str, output: OutputOptions) -> str | None:
     if output.dry_run:
         return None
+    if is_tflite_file(path) and (output.in_place or (output.out or "").endswith(".tflite")):
+        raise UsageError(f"{path} is a TensorFlow Lite model, which cannot carry gradients: graphgrad reads it as "
+                         "the TensorFlow graph it rebuilds, and writes that as a frozen GraphDef; give -o OUT.pb")
     if output.in_place:
         return path
     if not output.out:
