@@ -268,9 +268,11 @@ class Explainer:
             else:
                 try:
                     [gradient] = tf.compat.v1.gradients(output, [self.x])
-                except LookupError as error:  # an op on the path TensorFlow cannot differentiate (_SwitchN)
+                except (LookupError, ValueError) as error:  # an op TensorFlow cannot differentiate (_SwitchN), a
+                    # rule whose batch of rows and baselines a function's body does not hold (a map over rows)
                     raise GraphgradError(f"{self.path}: TensorFlow cannot differentiate the path from "
-                                         f"{run.xs[0]} to {run.y}: {str(error).split('. ')[0]}") from None
+                                         f"{run.xs[0]} to {run.y} with {method.name}'s rules: "
+                                         f"{str(error).splitlines()[0].split('. ')[0][:300]}") from None
         if gradient is None:
             raise GraphgradError(
                 f"{self.path}: {run.y} does not depend on {run.xs[0]} through floats: no attribution; "
