@@ -233,6 +233,7 @@ class Explainer:
         with self._building:
             if key not in self._built:
                 self._built[key] = self._build(target, by_row)
+                self.run.renew_session_if_stale()
         return self._built[key]
 
     def _build(self, target: Any, by_row: bool) -> tuple:

@@ -20,7 +20,7 @@ from ..errors import GraphgradError
 from ..files.confined import refuse_escaping_assets, refuse_escaping_shards
 from ..files.reading import read_model
 from ..graph.functions import call_cycle, function_bodies, functions_also_run
-from ..graph.model import SAVEDMODEL, Model
+from ..graph.model import GRAPHDEF, SAVEDMODEL, Model
 from ..methods.options import RunOptions
 from ..edits.surgery import region_surrogate
 from ..names import BYPASS, EMBED_SPEC, SOURCE
@@ -66,6 +66,10 @@ class Deadline:
         return cls(time.monotonic() + seconds, stopped)
 
 
+_V2_CONTROL_FLOW = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"})
+_VARIABLES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+
+
 @dataclass
 class Run:
     """A model loaded to run in graph mode: the file, the MetaGraphDef chosen, the
@@ -99,6 +103,19 @@ class Run:
 
     def close(self) -> None:
         self.session.close()
+
+    def renew_session_if_stale(self) -> None:
+        """After a gradient was built: a new session of a frozen graph with TF2 loops
+        or branches on its top level, whose forward ops the gradient changed
+        (while_v2 and cond_v2 add outputs to them, which a session that has run the
+        graph cannot see: "invalid output"). A frozen graph has nothing to restore."""
+        tf = tensorflow()
+        if self.model.kind != GRAPHDEF or not any(op.type in _V2_CONTROL_FLOW for op in self.graph.get_operations()):
+            return
+        if any(op.type in _VARIABLES for op in self.graph.get_operations()):  # their values live in the session
+            return
+        stale, self.session = self.session, tf.compat.v1.Session(graph=self.graph)
+        stale.close()
 
     def __enter__(self) -> "Run":
         return self
