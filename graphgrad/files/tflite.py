@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..errors import ModelReadError
 from ..graph.model import TFLITE
 from .reading import SourceFile, is_tflite, read_file
-from .tflite_graph import op_name, text
+from .tflite_graph import op_name, text, with_schema
 
 @dataclass(frozen=True)
 class LiteTensor:
@@ -59,16 +59,7 @@ def tflite_summary_of(path: str) -> "LiteSummary | None":
 
 def summarize_tflite(path: str, data: bytes) -> LiteSummary:
     """The summary of the TensorFlow Lite model ``data`` read from ``path``."""
-    try:
-        import tflite
-    except ImportError:
-        raise ModelReadError(f"{path} is a TensorFlow Lite model; reading one needs the tflite package (TensorFlow "
-                             "Lite's schema), which graphgrad installs: pip install tflite") from None
-    try:
-        summary = _summary(tflite, path, data)
-    except Exception as error:  # noqa: BLE001  a flatbuffer that lies about its offsets fails anywhere inside
-        raise ModelReadError(f"{path} starts as a TensorFlow Lite model but its flatbuffer does not read "
-                             f"({type(error).__name__}): a truncated or damaged file") from None
+    summary = with_schema(_summary, path, data)
     summary.rebuilt = _rebuilt(path, data)
     return summary
 

@@ -95,13 +95,19 @@ class _Rebuild:
 
 def rebuilt_graph_def(path: str, data: bytes) -> Any:
     """The frozen GraphDef that computes the TensorFlow Lite model ``data``."""
+    return with_schema(_rebuilt, path, data)
+
+
+def with_schema(read: Callable, path: str, data: bytes) -> Any:
+    """``read(tflite, path, data)``: the TensorFlow Lite model ``data`` read with the
+    tflite package's schema; a flatbuffer that does not read is one line."""
     try:
         import tflite
     except ImportError:
         raise ModelReadError(f"{path} is a TensorFlow Lite model; reading one needs the tflite package (TensorFlow "
                              "Lite's schema), which graphgrad installs: pip install tflite") from None
     try:
-        return _rebuilt(tflite, path, data)
+        return read(tflite, path, data)
     except ModelReadError:
         raise
     except Exception as error:  # noqa: BLE001  a flatbuffer that lies about its offsets fails anywhere inside
@@ -228,25 +234,22 @@ def _biased(rebuild: _Rebuild, name: str, value: str, inputs: list) -> str:
 
 
 def _conv_2d(rebuild: _Rebuild, operator: Any, inputs: list, output: int) -> str:
-    options = _options(rebuild, operator, "Conv2DOptions")
-    name = _named(rebuild, output)
     filters = _float_value(rebuild, inputs[1]).transpose(1, 2, 3, 0)  # OHWI -> HWIO
-    value = rebuild.node(name, "Conv2D", [rebuild.input(inputs[0]), rebuild.constant(name + "/filter", filters)],
-                         T=AttrValue(type=FLOAT), strides=_strides(options.StrideH(), options.StrideW()),
-                         padding=AttrValue(s=_PADDING[options.Padding()]),
-                         dilations=_strides(options.DilationHFactor(), options.DilationWFactor()),
-                         data_format=AttrValue(s=b"NHWC"))
-    return _activated(rebuild, name, _biased(rebuild, name, value, inputs), options.FusedActivationFunction())
+    return _convolution(rebuild, "Conv2D", _options(rebuild, operator, "Conv2DOptions"), filters, inputs, output)
 
 
 def _depthwise_conv_2d(rebuild: _Rebuild, operator: Any, inputs: list, output: int) -> str:
-    options = _options(rebuild, operator, "DepthwiseConv2DOptions")
-    name = _named(rebuild, output)
     filters = _float_value(rebuild, inputs[1])[0]  # (1, H, W, C * M) -> (H, W, C, M)
     channels = rebuild.tensor(inputs[0]).ShapeAsNumpy()[-1]
     filters = filters.reshape(filters.shape[0], filters.shape[1], int(channels), -1)
-    value = rebuild.node(name, "DepthwiseConv2dNative", [rebuild.input(inputs[0]),
-                                                         rebuild.constant(name + "/filter", filters)],
+    return _convolution(rebuild, "DepthwiseConv2dNative", _options(rebuild, operator, "DepthwiseConv2DOptions"),
+                        filters, inputs, output)
+
+
+def _convolution(rebuild: _Rebuild, op_type: str, options: Any, filters: Any, inputs: list, output: int) -> str:
+    """A convolution of TensorFlow's (its ``filters`` in TensorFlow's layout), biased and activated."""
+    name = _named(rebuild, output)
+    value = rebuild.node(name, op_type, [rebuild.input(inputs[0]), rebuild.constant(name + "/filter", filters)],
                          T=AttrValue(type=FLOAT), strides=_strides(options.StrideH(), options.StrideW()),
                          padding=AttrValue(s=_PADDING[options.Padding()]),
                          dilations=_strides(options.DilationHFactor(), options.DilationWFactor()),
