@@ -283,6 +283,11 @@ def test_file_commands_run_without_tensorflow(tmp_path):
         env=env, capture_output=True, text=True,
     )
     assert probe.stdout.strip() == "False", probe.stderr
+    # nor NumPy, whose BLAS threads would make a batch's workers come from a fork server
+    probe = subprocess.run([sys.executable, "-c", "import sys, graphgrad.jobs.api, graphgrad.cli.rewrite, "
+                            "graphgrad.cli.ops; print('numpy' in sys.modules)"],
+                           env=env, capture_output=True, text=True)
+    assert probe.stdout.strip() == "False", probe.stderr
 
 
 def test_runtime_without_tensorflow_says_what_to_install(tmp_path):

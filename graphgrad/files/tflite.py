@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..errors import ModelReadError
 from ..graph.model import TFLITE
 from .reading import SourceFile, is_tflite, read_file
-from .tflite_graph import op_name, text, with_schema
+from .tflite_schema import op_name, text, with_schema
 
 @dataclass(frozen=True)
 class LiteTensor:

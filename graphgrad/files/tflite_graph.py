@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ModelReadError
 from .protos import AttrValue, GraphDef, TensorProto
+from .tflite_schema import op_name, text, with_schema
 
 # TensorFlow Lite's TensorType -> (numpy dtype, TensorFlow DataType)
 _TYPES = {0: (np.float32, 1), 1: (np.float16, 19), 2: (np.int32, 3), 3: (np.uint8, 4), 4: (np.int64, 9),
@@ -96,23 +97,6 @@ class _Rebuild:
 def rebuilt_graph_def(path: str, data: bytes) -> Any:
     """The frozen GraphDef that computes the TensorFlow Lite model ``data``."""
     return with_schema(_rebuilt, path, data)
-
-
-def with_schema(read: Callable, path: str, data: bytes) -> Any:
-    """``read(tflite, path, data)``: the TensorFlow Lite model ``data`` read with the
-    tflite package's schema; a flatbuffer that does not read is one line."""
-    try:
-        import tflite
-    except ImportError:
-        raise ModelReadError(f"{path} is a TensorFlow Lite model; reading one needs the tflite package (TensorFlow "
-                             "Lite's schema), which graphgrad installs: pip install tflite") from None
-    try:
-        return read(tflite, path, data)
-    except ModelReadError:
-        raise
-    except Exception as error:  # noqa: BLE001  a flatbuffer that lies about its offsets fails anywhere inside
-        raise ModelReadError(f"{path} starts as a TensorFlow Lite model but its flatbuffer does not read "
-                             f"({type(error).__name__}): a truncated or damaged file") from None
 
 
 def _rebuilt(tflite: Any, path: str, data: bytes) -> Any:
@@ -462,14 +446,3 @@ _REBUILDS: dict[str, Callable] = {
     "MAXIMUM": _unary_pair("Maximum"), "MINIMUM": _unary_pair("Minimum"), "SUM": _reduce("Sum"),
     "MEAN": _reduce("Mean"),
 }
-
-
-def op_name(tflite: Any, code: Any) -> str:
-    """A builtin op's name (the larger of the two code fields: schema 3a moved it), or CUSTOM:its code."""
-    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-    name = tflite.BUILTIN_OPCODE2NAME.get(builtin, f"BUILTIN_{builtin}")
-    return f"CUSTOM:{text(code.CustomCode())}" if name == "CUSTOM" else name
-
-
-def text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..files.reading import SourceFile, is_tflite, model_from_bytes, read_model
+from ..files.reading import SourceFile, model_from_bytes, read_model
 from ..graph.model import GRAPHDEF, Model
 from .errors import Invalid, NotApplicable, SmallNodes
 from .frozen import FrozenReading
@@ -62,10 +62,6 @@ def open_reading(source: str | Model, kind: str | None = None, needs: Needs = Ne
         yield ParsedReading(read_model(source, kind))
         return
     with SourceFile(source) as file:
-        if is_tflite(file.read(0, min(8, file.size))):  # read as the GraphDef rebuilt from it
-            model = model_from_bytes(file.read(0, file.size), source, kind)
-            yield ParsedReading(model)
-            return
         try:
             stored = open_stored(file, source, needs)
         except NotApplicable:
