@@ -86,8 +86,8 @@ class _Analysis:
 
     def outputs_of_call(self, node: Any, varying: tuple) -> frozenset:
         """Which outputs of the call-like ``node`` are computed from x, given which of
-        its inputs are (``varying``: one flag per data input); every output for a
-        node that calls no function of the library."""
+        its inputs are (``varying``: one flag per data input); none for a node
+        whose function the library does not hold (TensorFlow would not load it)."""
         op, attrs = node.op, node.attr
         if op in WHILES:
             return self._loop(attrs["body"].func.name, attrs["cond"].func.name,
