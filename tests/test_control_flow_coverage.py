@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from tf_helpers import tf
+from tf_helpers import exported, tf
 
 import graphgrad
 
@@ -116,7 +116,7 @@ def test_the_processs_own_functions_keep_their_definitions_after_a_gradient(tmp_
 
     keras = pytest.importorskip("keras")
     model = keras.Sequential([keras.Input((3, 2)), keras.layers.LSTM(3), keras.layers.Dense(2)])
-    model.export(str(tmp_path / "lstm"), verbose=False)
+    exported(model, tmp_path / "lstm")
     loaded = tf.saved_model.load(str(tmp_path / "lstm"))
     frozen = convert_variables_to_constants_v2(loaded.signatures["serving_default"], lower_control_flow=False)
     graph_def = frozen.graph.as_graph_def()
@@ -169,7 +169,7 @@ def test_a_kept_loop_takes_gradients_of_several_targets_after_runs(tmp_path):
     keras = pytest.importorskip("keras")
     keras.utils.set_random_seed(4)
     model = keras.Sequential([keras.Input((3, 2)), keras.layers.LSTM(4), keras.layers.Dense(3)])
-    model.export(str(tmp_path / "lstm"), verbose=False)
+    exported(model, tmp_path / "lstm")
     loaded = tf.saved_model.load(str(tmp_path / "lstm"))
     frozen = convert_variables_to_constants_v2(loaded.signatures["serving_default"], lower_control_flow=False)
     (tmp_path / "kept.pb").write_bytes(frozen.graph.as_graph_def().SerializeToString())

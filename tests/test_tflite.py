@@ -33,8 +33,10 @@ models = {
     "mobilenet": keras.applications.MobileNetV2(input_shape=(32, 32, 3), weights=None, classes=5, alpha=0.35,
                                                 classifier_activation=None),
 }
+import inspect
 for name, model in models.items():
-    model.export(f"{folder}/{name}_saved", verbose=False)
+    quiet = {"verbose": False} if "verbose" in inspect.signature(model.export).parameters else {}  # Keras 3's
+    model.export(f"{folder}/{name}_saved", **quiet)
     for suffix, settings in (("float", {}), ("float16", {"supported_types": [tf.float16]}), ("int8", None)):
         converter = tf.lite.TFLiteConverter.from_saved_model(f"{folder}/{name}_saved")
         if settings is None:

@@ -49,3 +49,10 @@ def gradients(graph, y, xs, feed, grad_ys=None):
 
 def assert_close(actual, expected):
     np.testing.assert_allclose(actual, np.asarray(expected, dtype=np.float32), rtol=1e-5, atol=1e-6)
+
+
+def exported(model, path):
+    """``model.export(path)``: quiet where Keras takes ``verbose`` (Keras 3), as it is (Keras 2)."""
+    import inspect
+
+    model.export(str(path), **({"verbose": False} if "verbose" in inspect.signature(model.export).parameters else {}))
