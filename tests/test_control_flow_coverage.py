@@ -1,5 +1,5 @@
 """What x decides, no attribution rule sums: a branch whose predicate, a loop whose
-condition, or a float cast from comparisons of x. The methods that promise
+condition, or a float cast from comparisons of x; nor a division by x. The methods that promise
 completeness refuse each by name, in every form a user holds (a SavedModel; frozen,
 its control flow lowered to TF1 ops or kept), where they had run and claimed
 completeness with gaps up to 4,500 (found by a red team). And what is not decided
@@ -62,6 +62,7 @@ DECIDED = {
                                        "Switch (a branch or a loop's number of steps chosen from x)")),
     "step": (lambda x: tf.cast(x > 0.0, tf.float32) * x @ W,
              ("Cast (a float of integers or comparisons computed from x: a step)",)),
+    "division": (lambda x: 3.0 / (x @ W * x @ W + 5.0), ("RealDiv (by a tensor computed from x)",)),
 }
 
 

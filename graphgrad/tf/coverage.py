@@ -41,7 +41,7 @@ PASS_THROUGH = frozenset({
 # Linear in each input alone: of two tensors that both depend on x, a product (an
 # LSTM's or GRU's gate times its state) is not linear; deeplift's rule for Mul
 # covers it, LRP's signal-take-all rule only where one factor is a gate.
-_BILINEAR = ("Mul", "RealDiv", "Div", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+_BILINEAR = ("Mul", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")  # divisions: see divisions()
 
 
 def products(path_ops: set, x: Any, rules: dict, reach: Reach) -> list:
@@ -60,6 +60,20 @@ def products(path_ops: set, x: Any, rules: dict, reach: Reach) -> list:
                   and untaken(_BodyOp(node, reach.bodies[function]))}
     return [f"{op_type} (of two tensors computed from x{'' if rules.get(op_type) is None else ', neither a gate'})"
             for op_type in sorted(found)]
+
+
+_DIVISIONS = ("RealDiv", "Div", "DivNoNan")
+
+
+def divisions(path_ops: set, x: Any, reach: Reach) -> list:
+    """``"RealDiv (by a tensor computed from x)"`` for each division on the path, or in
+    the functions it runs, whose divisor x reaches: 1 / x is not linear, and no
+    rule takes it (a division by a constant is)."""
+    found = {op.type for op in path_ops if op.type in _DIVISIONS and (op.inputs[1].op in path_ops or op.inputs[1] is x)}
+    for function, nodes in reach.nodes.items():
+        found |= {node.op for node in nodes.values() if node.op in _DIVISIONS and len(node.input) > 1
+                  and reach.varies(function, node.input[1])}
+    return [f"{op_type} (by a tensor computed from x)" for op_type in sorted(found)]
 
 
 def functions_reached(run: Any, ops: set, x: Any) -> Reach:

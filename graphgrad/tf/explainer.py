@@ -53,7 +53,7 @@ from ..methods.registry import (
     Method,
     parse_method,
 )
-from .coverage import PASS_THROUGH, choices, functions_reached, op_types_run, products
+from .coverage import PASS_THROUGH, choices, divisions, functions_reached, op_types_run, products
 from .batches import adds_its_batch, batching_for, declared_batch_freed, row_shape
 from .cam import GRADIENT_CAMS, cam_layer, grad_cam, image_size, integral_layer, path_with_calls_inlined, shown_name
 from .loading import given_feeds, refuse_unfed_pipelines, training_flags, unfed_inputs
@@ -215,7 +215,8 @@ class Explainer:
         on_path = op_types_run(self.path_ops, reach)
         self.rules = {op_type: given[op_type] for op_type in sorted(on_path & set(given))}
         self.uncovered = (sorted(on_path - set(given) - PASS_THROUGH - set(method.kept))
-                          + products(self.path_ops, self.x, given, reach) + choices(self.path_ops, self.x, reach)
+                          + products(self.path_ops, self.x, given, reach) + divisions(self.path_ops, self.x, reach)
+                          + choices(self.path_ops, self.x, reach)
                           if method.rules else [])
         if self.uncovered and method.complete and not options.allow_uncovered:
             raise GraphgradError(
