@@ -158,6 +158,7 @@ def test_what_is_not_rebuilt_is_refused_by_name(converted, tmp_path):
     module.f = tf.function(lambda x: tf.math.cumsum(x, axis=1), input_signature=[tf.TensorSpec([None, 4])])
     cumulative.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions(
         [module.f.get_concrete_function()], module).convert())
+    assert "no such file" in run_cli("convert", tmp_path / "absent.tflite", "-o", tmp_path / "a.pb", expect=2).stderr
     result = run_cli("convert", cumulative, "-o", tmp_path / "c.pb", expect=1)
     assert "does not rebuild the TensorFlow Lite operator(s) CUMSUM" in result.stderr
     assert not (tmp_path / "c.pb").exists()

@@ -1,6 +1,7 @@
 """graphgrad convert's job: a TensorFlow Lite model written as the frozen GraphDef
 graphgrad rebuilds from it (:mod:`graphgrad.files.tflite_graph`), TensorFlow-free."""
 
+import os
 from dataclasses import dataclass
 
 from ..errors import UsageError
@@ -26,6 +27,8 @@ class Converted:
 def convert(source: str, out: str) -> Converted:
     """Write the TensorFlow Lite model ``source`` to ``out`` (a ``.pb``, or a
     ``.pbtxt`` as text) as the frozen GraphDef that computes it."""
+    if not os.path.isfile(source):
+        raise UsageError(f"{source}: no such file; name a TensorFlow Lite model (.tflite)")
     if not is_tflite_file(source):
         raise UsageError(f"{source} is not a TensorFlow Lite model (by its content): convert rebuilds .tflite "
                          "files; TensorFlow graph files are read by every command as they are")
