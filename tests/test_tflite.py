@@ -4,6 +4,7 @@ running the .tflite, gradients equal to the SavedModel's it was converted from,
 and every command taking the .tflite; what is not rebuilt refused by name."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -37,17 +38,45 @@ import inspect
 for name, model in models.items():
     quiet = {"verbose": False} if "verbose" in inspect.signature(model.export).parameters else {}  # Keras 3's
     model.export(f"{folder}/{name}_saved", **quiet)
-    for suffix, settings in (("float", {}), ("float16", {"supported_types": [tf.float16]}), ("int8", None)):
+    shape = model.inputs[0].shape[1:]
+    for suffix in ("float", "float16", "int8", "int8io", "dynamic"):
         converter = tf.lite.TFLiteConverter.from_saved_model(f"{folder}/{name}_saved")
-        if settings is None:
-            shape = model.inputs[0].shape[1:]
+        if suffix != "float":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if suffix == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        if suffix.startswith("int8"):  # full-integer, its scales from a representative dataset
             converter.representative_dataset = lambda: (
                 [np.random.default_rng(i).normal(size=(1, *shape)).astype(np.float32)] for i in range(8))
-        elif settings:
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-            converter.target_spec.supported_types = settings["supported_types"]
+        if suffix == "int8io":  # and int8 inputs and outputs
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            converter.inference_input_type = converter.inference_output_type = tf.int8
         open(f"{folder}/{name}_{suffix}.tflite", "wb").write(converter.convert())
+
+# Operators the Keras models above do not make: GATHER, CONCATENATION, PADV2, a clip (fused RELU_N1_TO_1 or
+# MINIMUM/MAXIMUM), a matrix product on a 3-D input whose RESHAPE leaves two sizes open, and a second signature.
+class Operators(tf.Module):
+    def __init__(self):
+        self.weights = tf.constant(np.random.default_rng(2).normal(size=(6, 4)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 6])])
+    def serve(self, x):
+        picked = tf.gather(x, [0, 2], axis=1)
+        padded = tf.pad(x[:, :2], [[0, 0], [1, 0], [0, 0]], constant_values=0.5)
+        joined = tf.concat([picked, padded], axis=1)
+        return tf.clip_by_value(tf.tensordot(joined, self.weights, 1), -1.0, 1.0)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 6])])
+    def other(self, x):
+        return -x
+
+
+module = Operators()
+tf.saved_model.save(module, f"{folder}/operators_saved", signatures={
+    "serving_default": module.serve.get_concrete_function(), "other": module.other.get_concrete_function()})
+converter = tf.lite.TFLiteConverter.from_saved_model(f"{folder}/operators_saved", signature_keys=[
+    "other", "serving_default"])
+open(f"{folder}/operators_float.tflite", "wb").write(converter.convert())
 """
 MODELS = {"mlp": (7,), "cnn": (16, 16, 3), "mobilenet": (32, 32, 3)}
 
@@ -60,40 +89,56 @@ def converted(tmp_path_factory):
     if done.returncode:
         pytest.skip(f"TensorFlow {tf.__version__}'s TFLite converter failed (exit {done.returncode}): "
                     f"{done.stderr.strip()[-300:]}")
-    for name, shape in MODELS.items():
+    for name, shape in {**MODELS, "operators": (5, 6)}.items():
         np.save(folder / f"{name}_rows.npy", np.random.default_rng(1).normal(size=(3, *shape)).astype(np.float32))
     return folder
 
 
 def interpreted(path, rows):
     """What TensorFlow Lite's interpreter computes of ``rows`` (LiteRT's, where it is installed)."""
+    return interpreted_all(path, [rows])[0]
+
+
+def interpreted_all(path, feeds):
+    """Every output the interpreter computes of ``feeds`` (one array per input; integer
+    inputs fed their values cast to the input's type), in the model's order."""
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         Interpreter = tf.lite.Interpreter
     interpreter = Interpreter(model_path=str(path))
-    given, wanted = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    interpreter.resize_tensor_input(given["index"], list(rows.shape))
+    for given, rows in zip(interpreter.get_input_details(), feeds, strict=True):
+        interpreter.resize_tensor_input(given["index"], list(rows.shape))
     interpreter.allocate_tensors()
-    interpreter.set_tensor(given["index"], rows)
+    for given, rows in zip(interpreter.get_input_details(), feeds, strict=True):
+        interpreter.set_tensor(given["index"], rows.astype(given["dtype"]))
     interpreter.invoke()
-    return interpreter.get_tensor(wanted["index"])
+    return [interpreter.get_tensor(wanted["index"]) for wanted in interpreter.get_output_details()]
 
 
 def rebuilt(path, rows, gradient=False):
     """The rebuilt graph's y of ``rows`` (or d sum(y[:, 0]) / dx), read as every command reads the .tflite."""
+    return rebuilt_all(path, [rows], gradient)[0]
+
+
+def rebuilt_all(path, feeds, gradient=False):
+    """The rebuilt graph's outputs of ``feeds`` (or d sum(y[:, 0]) / dx of its one
+    output, through graphgrad's overrides), read as every command reads the .tflite."""
+    import graphgrad
     from graphgrad.files.reading import read_model
     from graphgrad.files.tflite_graph import rebuilt_ends
 
     graph_def = read_model(str(path)).message
-    [x_name], [y_name] = rebuilt_ends(graph_def)  # the .tflite's ends as ops lists them, less ":0"
+    x_names, y_names = rebuilt_ends(graph_def)  # the .tflite's ends as ops lists them, less ":0"
     graph = tf.Graph()
     with graph.as_default():
         v1.import_graph_def(v1.GraphDef.FromString(graph_def.SerializeToString()), name="")
-        x, y = graph.get_tensor_by_name(f"{x_name}:0"), graph.get_tensor_by_name(f"{y_name}:0")
-        fetched = v1.gradients(y[:, 0], [x])[0] if gradient else y
+        graphgrad.register_gradients(graph)
+        xs = [graph.get_tensor_by_name(f"{name}:0") for name in x_names]
+        ys = [graph.get_tensor_by_name(f"{name}:0") for name in y_names]
+        fetched = v1.gradients(ys[0][:, 0], xs) if gradient else ys
         with v1.Session(graph=graph) as session:
-            return session.run(fetched, {x: rows})
+            return session.run(fetched, dict(zip(xs, [np.asarray(rows, np.float32) for rows in feeds], strict=True)))
 
 
 @pytest.mark.parametrize("precision", ["float", "float16"])
@@ -118,6 +163,113 @@ def test_the_rebuilt_graphs_gradient_is_the_saved_models(converted, name):
     got = rebuilt(converted / f"{name}_float.tflite", rows, gradient=True)
     assert np.abs(expected).max() > 0
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
+def test_operators_the_keras_models_do_not_make_are_rebuilt_with_their_gradient(converted):
+    """GATHER, CONCATENATION, PADV2, a clip and a product on a 3-D input of two open
+    sizes (which the Reshape must compute), from the signature the model serves
+    (serving_default, not its first): outputs and gradients as the SavedModel's."""
+    rows = np.load(converted / "operators_rows.npy")
+    path = converted / "operators_float.tflite"
+    np.testing.assert_allclose(rebuilt(path, rows), interpreted_signature(path, rows), rtol=1e-5, atol=1e-6)
+    loaded = tf.saved_model.load(str(converted / "operators_saved"))
+    x = tf.constant(rows)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = loaded.serve(x)
+        first = y[:, 0]
+    np.testing.assert_allclose(rebuilt(path, rows), y.numpy(), rtol=1e-5, atol=1e-6)
+    expected = tape.gradient(first, x).numpy()
+    assert np.abs(expected).max() > 0
+    np.testing.assert_allclose(rebuilt(path, rows, gradient=True), expected, rtol=1e-5, atol=1e-6)
+
+
+def interpreted_signature(path, rows, key="serving_default"):
+    interpreter = tf.lite.Interpreter(model_path=str(path))
+    [output] = interpreter.get_signature_runner(key)(x=rows).values()
+    return output
+
+
+def _quantised_rows(path, rows):
+    """``rows`` as an int8-input model takes them: quantised to its input's steps."""
+    interpreter = tf.lite.Interpreter(model_path=str(path))
+    scale, zero_point = interpreter.get_input_details()[0]["quantization"]
+    return np.clip(np.round(rows / scale) + zero_point, -128, 127).astype(np.int8)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_an_int8_models_rebuild_computes_what_the_interpreter_computes(converted, name):
+    """Full-integer models, simulated in float: with float inputs and outputs, and with
+    int8 ones (fed and given as their integers): measured bit for bit on all three."""
+    rows = np.load(converted / f"{name}_rows.npy")
+    path = converted / f"{name}_int8.tflite"
+    expected = interpreted(path, rows)
+    np.testing.assert_allclose(rebuilt(path, rows), expected, rtol=0, atol=1e-6 * np.abs(expected).max())
+    path = converted / f"{name}_int8io.tflite"
+    integers = _quantised_rows(path, rows)
+    expected = interpreted(path, integers)
+    got = rebuilt(path, integers.astype(np.float32))
+    assert np.abs(got - expected).max() <= 1  # the promise: within one step
+    assert np.mean(got == expected) >= 0.99  # measured: every one
+
+
+def _straight_through_by_hand(graph_def):
+    """The rebuilt graph with quantisation's straight-through estimator written in plain
+    TensorFlow: each Round(a) as a + StopGradient(Round(a) - a), each tie-breaking
+    Sign behind a StopGradient."""
+    from graphgrad.names import ATTR
+
+    edited = v1.GraphDef()
+    for node in v1.GraphDef.FromString(graph_def.SerializeToString()).node:
+        if ATTR in node.attr and node.op == "Sign":
+            sign = edited.node.add(name=node.name + "/by_hand", op="Sign", input=node.input)
+            sign.attr["T"].CopyFrom(node.attr["T"])
+            node.op, node.input[:] = "StopGradient", [sign.name]
+        elif ATTR in node.attr and node.op == "Round":
+            [given] = node.input
+            rounded = edited.node.add(name=node.name + "/by_hand", op="Round", input=[given])
+            difference = edited.node.add(name=node.name + "/by_hand_difference", op="Sub", input=[rounded.name, given])
+            stopped = edited.node.add(name=node.name + "/by_hand_stopped", op="StopGradient", input=[difference.name])
+            for made in (rounded, difference, stopped):
+                made.attr["T"].CopyFrom(node.attr["T"])
+            node.op, node.input[:] = "AddV2", [given, stopped.name]
+        if ATTR in node.attr:
+            del node.attr[ATTR]
+        edited.node.add().CopyFrom(node)
+    return edited
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])  # (the untrained MobileNetV2's int8 logits are one step: no slope)
+def test_an_int8_models_gradient_is_the_straight_through_estimators(converted, name):
+    """dy/dx through the rebuilt int8 graph, by graphgrad's overrides, against the same
+    graph with the estimator written by hand; nonzero."""
+    from graphgrad.files.reading import read_model
+    from graphgrad.files.tflite_graph import rebuilt_ends
+
+    rows = np.load(converted / f"{name}_rows.npy")
+    path = converted / f"{name}_int8.tflite"
+    got = rebuilt(path, rows, gradient=True)
+    graph_def = read_model(str(path)).message
+    [x_name], [y_name] = rebuilt_ends(graph_def)
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(_straight_through_by_hand(graph_def), name="")
+        x, y = graph.get_tensor_by_name(f"{x_name}:0"), graph.get_tensor_by_name(f"{y_name}:0")
+        with v1.Session(graph=graph) as session:
+            expected = session.run(v1.gradients(y[:, 0], [x])[0], {x: rows})
+    assert np.abs(expected).max() > 0
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7 * np.abs(expected).max())
+
+
+def test_check_and_ops_on_an_int8_model_show_the_estimator(converted):
+    """The gradient reaches x through the estimator and through nothing else (none
+    without the overrides); ops lists the overrides the rebuild wrote."""
+    path = converted / "cnn_int8io.tflite"
+    checked = run_cli("check", path).stdout
+    assert checked.endswith("\nok\n") and "blockers" not in checked
+    assert re.search(r"yes\s+finite\s+[0-9.e+-]+\s+none", checked)
+    listed = run_cli("ops", path).stdout
+    assert "Round graphgrad/identity x" in listed and "straight-through estimator" in listed
 
 
 def test_every_command_reads_a_tflite_as_its_rebuilt_graph(converted, tmp_path):
@@ -148,11 +300,12 @@ def test_a_float16_fixtures_rebuild_needs_no_tensorflow_and_is_listed_by_ops():
 
 
 def test_what_is_not_rebuilt_is_refused_by_name(converted, tmp_path):
-    """An int8 model (integer arithmetic, not rebuilt yet) and an operator graphgrad
-    does not rebuild: one line each, before anything runs, and ops says why."""
-    result = run_cli("check", converted / "cnn_int8.tflite", expect=1)
-    assert "quantised (integer) tensor(s)" in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert "not rebuilt: " in run_cli("ops", converted / "cnn_int8.tflite").stdout
+    """A dynamic-range model (integer weights, activations quantised as it runs, not
+    simulated) and an operator graphgrad does not rebuild: one line each, before
+    anything runs, and ops says why."""
+    result = run_cli("check", converted / "cnn_dynamic.tflite", expect=1)
+    assert "dynamic-range quantisation" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "not rebuilt: " in run_cli("ops", converted / "cnn_dynamic.tflite").stdout
     cumulative = tmp_path / "cumsum.tflite"
     module = tf.Module()
     module.f = tf.function(lambda x: tf.math.cumsum(x, axis=1), input_signature=[tf.TensorSpec([None, 4])])

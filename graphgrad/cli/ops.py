@@ -74,8 +74,17 @@ def _render_lite(summary) -> list[str]:
     lines.append(f"  tensors: {types}; quantised: {summary.quantised_tensors} ({summary.per_channel_tensors} "
                  "per-channel)")
     lines.append(f"  {summary.rebuilt}")
-    lines.append("  gradient overrides: none (a TensorFlow Lite model carries none)")
+    if not summary.overrides:
+        lines.append("  gradient overrides: none (a TensorFlow Lite model carries none)")
+    for op_type, specs in sorted(summary.overrides.items()):  # the quantisation simulated in the rebuilt graph
+        lines.append(f"  gradient overrides in the rebuilt graph: {op_type} " + ", ".join(
+            f"{spec} x{count}" for spec, count in sorted(specs.items())) + _QUANTISATION_ROLES.get(op_type, ""))
     return lines
+
+
+# What the overrides a rebuild of integer quantisation writes stand for (graphgrad/files/tflite_quantisation.py)
+_QUANTISATION_ROLES = {"Round": " (quantisation's rounding: the straight-through estimator)",
+                       "Sign": " (which way a rounding's tie goes: no gradient, on purpose)"}
 
 
 def _render(summary, status=None) -> list[str]:

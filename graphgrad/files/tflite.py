@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from ..errors import ModelReadError
 from ..graph.model import TFLITE
+from ..names import ATTR
 from .reading import SourceFile, is_tflite, read_file
-from .tflite_schema import op_name, text, with_schema
+from .tflite_schema import op_name, served_subgraph, text, with_schema
 
 @dataclass(frozen=True)
 class LiteTensor:
@@ -30,7 +31,7 @@ class LiteSummary:
     version: int
     subgraphs: int
     operators: int
-    inputs: list = field(default_factory=list)  # LiteTensor, of the first subgraph
+    inputs: list = field(default_factory=list)  # LiteTensor, of the subgraph it serves (tflite_schema)
     outputs: list = field(default_factory=list)
     signatures: list = field(default_factory=list)  # (key, [(name, tensor)], [(name, tensor)])
     op_types: dict = field(default_factory=dict)  # builtin op name (or CUSTOM:code) -> count, all subgraphs
@@ -39,6 +40,7 @@ class LiteSummary:
     per_channel_tensors: int = 0
     kind: str = TFLITE
     rebuilt: str = ""  # how the TensorFlow graph graphgrad reads it as is rebuilt, or why it is not
+    overrides: dict = field(default_factory=dict)  # op type -> {gradient override: nodes}, in the rebuilt graph
 
 
 def is_tflite_file(path: str) -> bool:
@@ -60,21 +62,27 @@ def tflite_summary_of(path: str) -> "LiteSummary | None":
 def summarize_tflite(path: str, data: bytes) -> LiteSummary:
     """The summary of the TensorFlow Lite model ``data`` read from ``path``."""
     summary = with_schema(_summary, path, data)
-    summary.rebuilt = _rebuilt(path, data)
+    _describe_rebuild(summary, path, data)
     return summary
 
 
-def _rebuilt(path: str, data: bytes) -> str:
-    """What the rebuilt TensorFlow graph is (its nodes and ends), or why there is none."""
+def _describe_rebuild(summary: LiteSummary, path: str, data: bytes) -> None:
+    """What the rebuilt TensorFlow graph is (its nodes, ends and overrides), or why there is none."""
     from .tflite_graph import rebuilt_ends, rebuilt_graph_def
 
     try:
         graph_def = rebuilt_graph_def(path, data)
     except ModelReadError as error:
-        return f"not rebuilt: {str(error).removeprefix(path + ': ')}"
+        summary.rebuilt = f"not rebuilt: {str(error).removeprefix(path + ': ')}"
+        return
     inputs, outputs = rebuilt_ends(graph_def)
-    return (f"rebuilt as a TensorFlow graph of {len(graph_def.node)} nodes (x: {', '.join(inputs)}; y: "
-            f"{', '.join(outputs)}), which every command reads it as; graphgrad convert writes it")
+    summary.rebuilt = (f"rebuilt as a TensorFlow graph of {len(graph_def.node)} nodes (x: {', '.join(inputs)}; "
+                       f"y: {', '.join(outputs)}), which every command reads it as; graphgrad convert writes it")
+    for node in graph_def.node:
+        if ATTR in node.attr:
+            spec = node.attr[ATTR].s.decode()
+            counts = summary.overrides.setdefault(node.op, {})
+            counts[spec] = counts.get(spec, 0) + 1
 
 
 def _summary(tflite, path: str, data: bytes) -> LiteSummary:
@@ -98,7 +106,7 @@ def _summary(tflite, path: str, data: bytes) -> LiteSummary:
                           tensor_types=dict(tensor_types), quantised_tensors=quantised,
                           per_channel_tensors=per_channel)
     if model.SubgraphsLength():
-        graph = model.Subgraphs(0)
+        graph = model.Subgraphs(served_subgraph(model, path))
         summary.inputs = [_tensor(graph.Tensors(i), names) for i in graph.InputsAsNumpy()]
         summary.outputs = [_tensor(graph.Tensors(i), names) for i in graph.OutputsAsNumpy()]
     for index in range(model.SignatureDefsLength()):

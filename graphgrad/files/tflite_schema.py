@@ -35,3 +35,19 @@ def op_name(tflite: Any, code: Any) -> str:
 
 def text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+
+
+def served_subgraph(model: Any, path: str) -> int:
+    """The subgraph the model serves: its serving_default signature's, its one
+    signature's, or (without signatures) its first; several others are refused."""
+    signatures = {text(model.SignatureDefs(i).SignatureKey()): model.SignatureDefs(i).SubgraphIndex()
+                  for i in range(model.SignatureDefsLength())}
+    if not signatures:
+        return 0
+    chosen = signatures.get("serving_default", next(iter(signatures.values())) if len(signatures) == 1 else None)
+    if chosen is None:
+        raise ModelReadError(f"{path}: {len(signatures)} signatures ({', '.join(sorted(signatures))}) and none "
+                             "is serving_default; graphgrad rebuilds the one the model serves")
+    if not 0 <= chosen < model.SubgraphsLength():
+        raise ModelReadError(f"{path}: its signature names subgraph {chosen}, which it does not have")
+    return chosen
