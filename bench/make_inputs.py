@@ -213,6 +213,21 @@ def mobilenet(directory: str, seed: int = 5):
     keras_and_frozen(model, os.path.join(directory, "mobilenet"))
 
 
+def mobilenet_tflite(directory: str):
+    """The same MobileNetV2 (``mobilenet.keras``) as TensorFlow Lite, float16 weights:
+    ``mobilenet.tflite`` (7 MB), to read beside ``mobilenet.pb``."""
+    import keras
+
+    model = keras.models.load_model(os.path.join(directory, "mobilenet.keras"))
+    exported = os.path.join(directory, "mobilenet_saved")
+    model.export(exported, verbose=False)
+    converter = tf.lite.TFLiteConverter.from_saved_model(exported)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+    with open(os.path.join(directory, "mobilenet.tflite"), "wb") as stream:
+        stream.write(converter.convert())
+
+
 def constants(count: int):
     """x + c0 + c1 + ...: ``count`` scalar float constants in a chain of AddV2."""
     graph = tf.Graph()
@@ -252,6 +267,8 @@ if __name__ == "__main__":
         cnn(sys.argv[1])
     elif sys.argv[2:] == ["mobilenet"]:
         mobilenet(sys.argv[1])
+    elif sys.argv[2:] == ["mobilenet_tflite"]:
+        mobilenet_tflite(sys.argv[1])
     elif sys.argv[2:3] and sys.argv[2].startswith("constants"):
         write(os.path.join(sys.argv[1], f"{sys.argv[2]}.pb"), constants(int(sys.argv[2][len("constants"):])))
     elif sys.argv[2:] == ["chain20k"]:

@@ -304,6 +304,27 @@ def show(repeat, work):
           f"page {os.path.getsize(page) / 2**20:.2f} MB")
 
 
+def tflite(repeat, work):
+    """A TensorFlow Lite MobileNetV2 (float16 weights, 7 MB) read and rebuilt, against
+    TensorFlow loading the frozen graph of the same model (issue 50: within 2x), and
+    ops on the .tflite against ops on that frozen graph (within 1.5x)."""
+    built("mobilenet.pb", "mobilenet")
+    lite = built("mobilenet.tflite", "mobilenet_tflite")
+    frozen = os.path.join(CACHE, "mobilenet.pb")
+    route = "TensorFlow loads the frozen graph"
+    results = measure({
+        "graphgrad convert .tflite -o .pb": GRAPHGRAD + ["convert", lite, "-o", os.path.join(work, "rebuilt.pb")],
+        route: [PYTHON, os.path.join(HERE, "tf_load_route.py"), frozen],
+        "graphgrad ops .tflite": GRAPHGRAD + ["ops", lite],
+        "graphgrad ops frozen .pb": GRAPHGRAD + ["ops", frozen],
+    }, repeat)
+    base = table(f"mobilenet.tflite: {os.path.getsize(lite) / 2**20:.1f} MB, MobileNetV2 with float16 weights   "
+                 "(ratios against TensorFlow's load of mobilenet.pb)", results, route)
+    ops_ratio = results["graphgrad ops .tflite"][0] / results["graphgrad ops frozen .pb"][0]
+    print(f"  rebuild vs TensorFlow's load: {results['graphgrad convert .tflite -o .pb'][0] / base:.2f}x (limit 2x); "
+          f"ops .tflite vs ops .pb: {ops_ratio:.2f}x (limit 1.5x)")
+
+
 def unfreeze(repeat, work):
     """unfreeze of the 95 MB frozen model against what a user would write with
     TensorFlow alone (bench/unfreeze_route.py: variables made from the constants,
@@ -766,14 +787,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["chain", "embed", "rules", "nested", "dense", "show", "unfreeze",
-                                           "constants", "bpda", "batch", "attribution", "ig_steps", "warm", "tf214"],
+                                           "constants", "bpda", "batch", "attribution", "ig_steps", "warm", "tf214",
+                                           "tflite"],
                         action="append",
                         help="run only these cases (repeatable); default: all")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the embed case's instructions with valgrind's callgrind (about two minutes)")
     args = parser.parse_args()
     cases = args.only or ["chain", "embed", "rules", "nested", "dense", "show", "unfreeze", "constants", "bpda",
-                          "batch", "attribution", "ig_steps", "warm", "tf214"]
+                          "batch", "attribution", "ig_steps", "warm", "tf214", "tflite"]
     ensure_inputs()
     compile_bytecode()
     help_time = measure({"help": GRAPHGRAD + ["--help"]}, args.repeat)["help"][0]
@@ -800,6 +822,8 @@ def main():
             show(args.repeat, work)
         if "unfreeze" in cases:
             unfreeze(args.repeat, work)
+        if "tflite" in cases:
+            tflite(args.repeat, work)
         if "constants" in cases:
             unfreeze_constants(work)
         if "bpda" in cases:

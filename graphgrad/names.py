@@ -35,6 +35,9 @@ GROUP = "_graphgrad_group"
 SOURCE = "_graphgrad_source"
 EMBED_SPEC = "_graphgrad_embed"
 BYPASS = "_graphgrad_bypass"
+# On a placeholder rebuilt from a quantised TensorFlow Lite input: [low, high], the values it
+# takes (beyond them the model clamps, and the gradient is zero), for check's random feeds
+VALUE_RANGE = "_graphgrad_value_range"
 # DeepLIFT's baseline twin: a graph whose batch is fixed runs the baselines through a
 # renamed copy of itself (graphgrad.edits.twin), whose ops the rules read as references.
 TWIN_PREFIX = "graphgrad_baseline/"

@@ -71,6 +71,28 @@ class Operators(tf.Module):
         return -x
 
 
+# Full-integer models of what the simulation says it cannot follow, or must say more of: a uint8 softmax classifier,
+# a bilinear upsampling (fixed-point interpolation), 16x8 quantisation (int16 activations).
+extras = {"classifier": keras.Sequential([keras.Input((6,)), L.Dense(8, activation="relu"),
+                                          L.Dense(4, activation="softmax")]),
+          "upsampling": keras.Sequential([keras.Input((4, 4, 2)), L.Conv2D(3, 1),
+                                          L.UpSampling2D(interpolation="bilinear")])}
+for name, model in extras.items():
+    model.export(f"{folder}/{name}_saved", **quiet)
+for name, suffix, shape in (("classifier", "uint8io", (6,)), ("upsampling", "int8", (4, 4, 2)),
+                            ("classifier", "int16", (6,))):
+    converter = tf.lite.TFLiteConverter.from_saved_model(f"{folder}/{name}_saved")
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: (
+        [np.random.default_rng(i).normal(size=(1, *shape)).astype(np.float32)] for i in range(8))
+    if suffix == "uint8io":
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = converter.inference_output_type = tf.uint8
+    if suffix == "int16":
+        sixteen = tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+        converter.target_spec.supported_ops = [sixteen]
+    open(f"{folder}/{name}_{suffix}.tflite", "wb").write(converter.convert())
+
 module = Operators()
 tf.saved_model.save(module, f"{folder}/operators_saved", signatures={
     "serving_default": module.serve.get_concrete_function(), "other": module.other.get_concrete_function()})
@@ -270,6 +292,58 @@ def test_check_and_ops_on_an_int8_model_show_the_estimator(converted):
     assert re.search(r"yes\s+finite\s+[0-9.e+-]+\s+none", checked)
     listed = run_cli("ops", path).stdout
     assert "Round graphgrad/identity x" in listed and "straight-through estimator" in listed
+
+
+def test_check_verify_prints_each_outputs_largest_difference_from_the_interpreter(converted, tmp_path):
+    """--verify runs the rebuilt graph and the interpreter on check's feeds: 0 on the
+    int8 model (bit for bit), under 1e-5 of the output on float16 weights; refused in
+    one line on a graph that is not a .tflite."""
+    [verified] = json.loads(run_cli("check", converted / "cnn_int8io.tflite", "--verify", "--batch", "4",
+                                    "--json").stdout)["verified"]
+    assert verified["output"] == "StatefulPartitionedCall_1" and verified["largest"] == 0
+    printed = run_cli("check", converted / "cnn_float16.tflite", "--verify").stdout
+    found = re.search(r"StatefulPartitionedCall_1 differs by at most \S+ \((\S+) of its largest magnitude\)", printed)
+    assert found and float(found.group(1)) < 1e-5
+    run_cli("convert", converted / "cnn_float.tflite", "-o", tmp_path / "cnn.pb")
+    refused = run_cli("check", tmp_path / "cnn.pb", "--verify", expect=2)
+    assert "is not a .tflite" in refused.stderr
+
+
+def test_attack_on_an_int8_model_is_rescored_on_the_interpreter(converted, tmp_path):
+    """The adversarial images the attack writes, judged by the interpreter running the
+    .tflite: the figures attack reports are the ones the interpreter gives them."""
+    path = converted / "cnn_int8.tflite"
+    images = np.random.default_rng(5).uniform(0, 1, size=(12, 16, 16, 3)).astype(np.float32)
+    labels = interpreted(path, images).argmax(-1)
+    np.save(tmp_path / "images.npy", images)
+    np.save(tmp_path / "labels.npy", labels)
+    report = json.loads(run_cli("attack", path, "--input", tmp_path / "images.npy", "--labels", tmp_path / "labels.npy",
+                                "--eps", "0.05", "--steps", "10", "-o", tmp_path / "adversarial.npy", "--json",
+                                expect=None).stdout)
+    adversarial = np.load(tmp_path / "adversarial.npy")
+    assert report["interpreter"]["clean"] == 1.0
+    assert report["interpreter"]["attacked"] == np.mean(interpreted(path, adversarial).argmax(-1) == labels)
+    assert report["interpreter"]["attacked"] < 1.0
+
+
+def test_check_on_a_uint8_softmax_says_to_choose_a_class_and_its_fixes_work(converted):
+    """The sum of a quantised softmax has no gradient, as a float one's: check says so
+    (not a masked region to bypass), feeds the values the input's quantisation takes,
+    and each fix it prints makes the check pass."""
+    path = converted / "classifier_uint8io.tflite"
+    result = run_cli("check", path, expect=1)
+    assert "its entries sum to 1" in result.stdout and "bypass" not in result.stdout
+    assert "in [0, 255] (the values its quantisation takes)" in result.stdout
+    logits = re.search(r"differentiate the logits, --y (\S+)", result.stdout).group(1)
+    assert run_cli("check", path, "--y", logits).stdout.endswith("\nok\n")
+    assert run_cli("check", path, "--target", "2").stdout.endswith("\nok\n")
+
+
+@pytest.mark.parametrize("name, said", [
+    ("upsampling_int8", "RESIZE_BILINEAR"), ("classifier_int16", "int16 (16x8 quantisation)")])
+def test_integer_arithmetic_the_simulation_does_not_follow_is_refused_by_name(converted, name, said):
+    result = run_cli("check", converted / f"{name}.tflite", expect=1)
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_every_command_reads_a_tflite_as_its_rebuilt_graph(converted, tmp_path):

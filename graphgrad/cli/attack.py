@@ -84,6 +84,12 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
          f"  clean accuracy          {report.clean_accuracy:7.1%}  ({report.rows} images)",
          f"  accuracy under attack   {report.attacked_accuracy:7.1%}",
          f"  {report.gradient_runs} gradient runs")
+    rescored = report.interpreter
+    if rescored is not None and rescored.why_not:
+        echo(f"  not re-scored on TensorFlow Lite's interpreter: {rescored.why_not}")
+    elif rescored is not None:
+        echo(f"  on TensorFlow Lite's interpreter, running {model} as deployed: clean accuracy {rescored.clean:.1%}, "
+             f"under attack {rescored.attacked:.1%}")
     if report.checklist:
         echo("evaluation checklist:", *[f"  {'pass' if item['passed'] else 'FAIL'}  {item['name']:<11} {item['said']}"
                                         for item in report.checklist])

@@ -45,12 +45,13 @@ def _capped(items: list) -> tuple[list, str]:
 @click.option("--html", "html_out", metavar="OUT.html", type=click.Path(),
               help="Also draw the gradient path from x to y with what check found on it: graphgrad show's page, "
               "its blockers and results from this run (laid out by Graphviz's dot).")
+@options.verify_option
 @click.option("-v", "--verbose", is_flag=True, help="Show TensorFlow's own log lines (hidden by default).")
 @options.format_option
 @options.json_option
 @options.debug_option
 def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_effects, checkpoint, timeout,
-                  html_out, verbose, kind, as_json):
+                  html_out, verify, verbose, kind, as_json):
     """Compute dy/dx with TensorFlow and explain it (needs TensorFlow).
 
     For each x: connected or not, None / zero / finite / NaN, the gradient blockers on the path with a ready fix,
@@ -66,6 +67,7 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
       graphgrad check model.pb --x x --y logits
       graphgrad check classifier.pb --y probs --target 3 --feed training=false
       graphgrad check trained/model.ckpt-1000.meta --y logits --html path.html
+      graphgrad check detector.tflite --verify
     """
     feed_shapes = {}
     for text in shapes:
@@ -80,8 +82,8 @@ def check_command(model, xs, y, target, feeds, batch, shapes, seed, tags, allow_
         require_output(model, html_out, (".html",), "--html")
     with tensorflow_quiet(verbose):
         run_options = RunOptions(tuple(xs), y, feeds, tags, checkpoint, kind, allow_effects, timeout)
-        report = run_until(timeout, check_model, model, run_options, CheckOptions(target, batch, seed, feed_shapes),
-                           what=f"check of {model}")
+        check_options = CheckOptions(target, batch, seed, feed_shapes, verify)
+        report = run_until(timeout, check_model, model, run_options, check_options, what=f"check of {model}")
     if html_out:
         show_model(model, html_out, ShowOptions(x=tuple(g.x for g in report.gradients), y=report.y, tags=tags,
                                                 kind=kind), findings_of_check(report))
@@ -161,4 +163,7 @@ def _render(report) -> None:
     random = {name: how for name, how in report.feeds.items() if how != "given"}
     if random:
         echo("feeds: " + first_names([f"{name} {how}" for name, how in random.items()], LISTED))
+    for difference in report.verified:
+        echo(f"against TensorFlow Lite's interpreter, the same feeds: {difference.output} differs by at most "
+             f"{difference.largest:.3g} ({difference.relative:.3g} of its largest magnitude)")
     echo("ok" if report.ok else "not ok: some x gets no usable gradient")

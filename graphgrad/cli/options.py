@@ -102,6 +102,9 @@ rules_file_option = click.option(
 )
 
 
+verify_option = click.option(
+    "--verify", is_flag=True, help="Of a .tflite: run its rebuilt graph and TensorFlow Lite's interpreter on the "
+    "same inputs, and print each output's largest difference.")
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="Print errors only (the exit code says the rest).")
 
 

@@ -27,6 +27,7 @@ from .tflite_quantisation import (Quantisation, dequantised, fake_quantised, fro
 from .tflite_operators import REBUILDS, held_type, named, options_of, reads_its_shape
 from .tflite_schema import op_name, served_subgraph, text, with_schema
 from .tflite_types import FLOAT, TYPES
+from ..names import VALUE_RANGE
 
 
 
@@ -152,18 +153,27 @@ def _rebuilt(tflite: Any, path: str, data: bytes) -> Any:
         given = rebuild.quantisation(index)  # fed as its integers, held in float32 so that x has a gradient
         value = rebuild.node(_end_name(tensor), "Placeholder", [], end=True, shape=placeholder,
                              dtype=AttrValue(type=FLOAT if given else TYPES[tensor.Type()][1]))
+        taken = _taken_range(rebuild, codes, needed, int(index))
+        if taken is not None:
+            rebuild.graph_def.node[-1].attr[VALUE_RANGE].list.f.extend(taken)
         rebuild.names[int(index)] = from_integers(rebuild, value, value, given) if given else value
+    read = {int(i) for i in graph.OutputsAsNumpy()} | {
+        int(i) for position in needed if graph.Operators(position).InputsLength()
+        for i in graph.Operators(position).InputsAsNumpy()}
     for position in needed:
         operator = graph.Operators(position)
         name = codes[operator.OpcodeIndex()]
         outputs = [int(i) for i in operator.OutputsAsNumpy()]
         inputs = [int(i) for i in operator.InputsAsNumpy()]
         _refuse_hybrid(rebuild, name, inputs, outputs[0])
+        _refuse_unsimulated(rebuild, name, inputs, outputs[0])
         built = REBUILDS[name](rebuild, operator, inputs, outputs[0])
         if built is None:  # a value folded into a constant (a dequantisation of stored weights)
             continue
         for output, value in zip(outputs, built if isinstance(built, list) else [built]):
-            rebuild.names[output] = _requantised(rebuild, name, operator, value, inputs, output)
+            # an output nothing reads (a SPLIT's unused part) is left as it is: requantised, it would dangle
+            rebuild.names[output] = _requantised(rebuild, name, operator, value, inputs, output) \
+                if output in read else value
     for index in graph.OutputsAsNumpy():
         value, given = rebuild.input(int(index)), rebuild.quantisation(index)
         if given is not None:  # given as the model gives it: its integers (in float32)
@@ -177,6 +187,45 @@ def _rebuilt(tflite: Any, path: str, data: bytes) -> Any:
 # are quantised alike, the output is already on the output's steps.
 _SELECTING = frozenset({"RESHAPE", "SQUEEZE", "TRANSPOSE", "MAX_POOL_2D", "STRIDED_SLICE", "GATHER", "PAD", "PADV2",
                         "PACK", "CONCATENATION", "MAXIMUM", "MINIMUM", "RESIZE_NEAREST_NEIGHBOR"})
+
+
+def _taken_range(rebuild: _Rebuild, codes: list, needed: list, index: int) -> "tuple[float, float] | None":
+    """The values a quantised input takes before the model clamps them: its integers'
+    range, or (a float input quantised first) the real values of its QUANTIZE's range."""
+    given = rebuild.quantisation(index)
+    if given is not None:
+        return float(given.low), float(given.high)
+    for position in needed:
+        operator = rebuild.graph.Operators(position)
+        if codes[operator.OpcodeIndex()] == "QUANTIZE" and int(operator.InputsAsNumpy()[0]) == index:
+            quantised = rebuild.quantisation(int(operator.OutputsAsNumpy()[0]))
+            if quantised is not None and not quantised.per_channel:
+                scale, zero_point = float(quantised.scale[0]), int(quantised.zero_point[0])
+                return scale * (quantised.low - zero_point), scale * (quantised.high - zero_point)
+    return None
+
+
+# Quantised operators whose integer kernels compute in a fixed point of their own the float
+# simulation does not follow (measured: 82% of RESIZE_BILINEAR's values exact, a step off the rest,
+# grown to 4 by a TANH after it): refused rather than promised
+_NOT_SIMULATED = {"RESIZE_BILINEAR": "interpolates with fixed-point weights",
+                  "SQUARED_DIFFERENCE": "rescales its square in a fixed point of its own"}
+
+
+def _refuse_unsimulated(rebuild: _Rebuild, kind: str, inputs: list, output: int) -> None:
+    """Integer arithmetic the rebuild does not reproduce: int16 activations (16x8
+    quantisation), and the operators of ``_NOT_SIMULATED``, quantised."""
+    given = rebuild.quantisation(output)
+    if given is None:
+        return
+    if rebuild.tensor(output).Type() == 7:
+        raise ModelReadError(f"{rebuild.path}: {kind} {named(rebuild, output)} computes in int16 (16x8 "
+                             "quantisation), whose kernels graphgrad does not simulate; convert with int8 "
+                             "activations (full-integer) or without quantisation")
+    if kind in _NOT_SIMULATED:
+        raise ModelReadError(f"{rebuild.path}: {kind} {named(rebuild, output)} is quantised, and its integer kernel "
+                             f"{_NOT_SIMULATED[kind]}, which graphgrad does not simulate; convert it in float (keep "
+                             "the model float, or float16)")
 
 
 def _refuse_hybrid(rebuild: _Rebuild, kind: str, inputs: list, output: int) -> None:

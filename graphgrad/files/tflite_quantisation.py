@@ -27,7 +27,7 @@ from ..names import ATTR, NAMESPACE
 from .protos import AttrValue
 
 # TensorFlow Lite's integer TensorTypes -> the range of their values
-RANGES = {9: (-128, 127), 3: (0, 255), 7: (-32768, 32767), 2: (-2**31, 2**31 - 1)}
+RANGES = {9: (-128, 127), 3: (0, 255), 7: (-32768, 32767), 2: (-2**31, 2**31 - 1), 4: (-2**63, 2**63 - 1)}
 STRAIGHT_THROUGH = NAMESPACE + "identity"  # the canonical names of graphgrad's identity gradient
 NO_GRADIENT = NAMESPACE + "zero"  # and of its zero one
 _FLOAT = 1

@@ -22,6 +22,8 @@ from .run import Deadline, open_run
 from .paths import ancestors, ancestors_of_ops, between
 from .randomness import random_ops
 from .runtime import tensorflow, building_gradients
+from .tflite_judge import Rescored, rescored
+from ..graph.model import TFLITE
 
 
 
@@ -56,6 +58,7 @@ class AttackReport:
     random: list = field(default_factory=list)  # "node (op)": what draws other numbers at every run
     checklist: list = field(default_factory=list)  # {"name", "passed", "said"}: the evaluation's checks
     classes: int = 0  # of y: an attack that brings accuracy down to chance evaluates whatever its checks say
+    interpreter: Rescored | None = None  # of a .tflite: both accuracies on TensorFlow Lite's interpreter
 
     @property
     def valid(self) -> bool:
@@ -147,6 +150,8 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: R
         if agreements:
             items.append(_bypass_item(agreements))
         report.checklist = [item.__dict__ for item in items]
+    if model.rebuilt_from == TFLITE:  # the deployed model is the judge
+        report.interpreter = rescored(model, run.y, images, outcome.adversarial, labels)
     report.seconds = time.monotonic() - started
     return outcome.adversarial, report
 

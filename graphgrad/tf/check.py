@@ -23,7 +23,7 @@ from ..edits.surgery import ResetOptions, reset_model
 from ..edits.traps import SIGN, graphgrad_spec, sign_notes
 from ..files.reading import read_model
 from ..graph.model import GRAPHDEF, METAGRAPH, override_of, scopes_of
-from ..names import NAMESPACE
+from ..names import NAMESPACE, VALUE_RANGE
 from .variables import graph_variables
 from .runtime import (
     holds_tf1_loops,
@@ -49,6 +49,7 @@ from .masking import masked_fix, where_usable_again, with_fitted_bypasses
 from .randomness import random_ops
 from .run import Deadline, RunStopped, open_run, run_session
 from .targets import SummedSoftmax, summed_softmax, tensor_entry
+from .tflite_judge import refuse_unverifiable, verified
 
 
 @dataclass
@@ -96,6 +97,7 @@ class CheckReport:
     summed_softmax: SummedSoftmax | None = None  # y is a softmax, differentiated whole
     notes: list = field(default_factory=list)  # patterns that make an override do what was not meant
     masked: list = field(default_factory=list)  # Masked: a zero gradient with no blocker, and where it comes back
+    verified: list = field(default_factory=list)  # Difference: a .tflite's rebuilt graph against its interpreter
 
     @property
     def ok(self) -> bool:
@@ -106,12 +108,14 @@ class CheckReport:
 class CheckOptions:
     """What check does with the model it runs: the ``target`` entry of y to
     differentiate (None: the sum of y, as tf.gradients does), and the random feeds'
-    ``batch``, ``seed`` and ``shapes`` (placeholder name -> dimensions)."""
+    ``batch``, ``seed`` and ``shapes`` (placeholder name -> dimensions); ``verify``: of a
+    TensorFlow Lite model, its rebuilt graph's outputs against its interpreter's on those feeds."""
 
     target: int | None = None
     batch: int = 1
     seed: int = 0
     shapes: dict = field(default_factory=dict)
+    verify: bool = False
 
 
 def check_model(path: str, run_options: RunOptions = RunOptions(), options: CheckOptions = CheckOptions()
@@ -127,6 +131,8 @@ def check_model(path: str, run_options: RunOptions = RunOptions(), options: Chec
     target, batch, seed, shapes = options.target, options.batch, options.seed, options.shapes
     feeds = run_options.feeds
     model = read_model(path, run_options.kind)
+    if options.verify:
+        refuse_unverifiable(model)
     run = open_run(model, run_options, "check")
     chosen, prefix, graph, session, unresolved, routed = (run.tags, run.checkpoint, run.graph, run.session,
                                                           run.unresolved, run.routed)
@@ -141,6 +147,8 @@ def check_model(path: str, run_options: RunOptions = RunOptions(), options: Chec
     with graph.as_default():
         feed = _feeds(graph, y_tensor, x_tensors, feeds or {}, batch, seed, report, shapes)
         refuse_unfed_pipelines([y_tensor] + x_tensors, feed)
+        if options.verify:
+            report.verified = verified(model, run, feed)
         differentiated = tensor_entry(y_tensor, target)
         for name, x in zip(xs, x_tensors):
             unknown = {op: graph.get_tensor_by_name(f"{op}:0").shape.as_list() for op in report.guessed_shapes}
@@ -155,7 +163,7 @@ def check_model(path: str, run_options: RunOptions = RunOptions(), options: Chec
         report.blockers = _clips_that_cover(with_fitted_bypasses(found, graph, lambda fetches: run.evaluate(
             fetches, feed), path), run, feed)
         report.intended_stops, report.shape_only = context.intended_stops, context.shape_only
-        if not report.blockers:
+        if not report.blockers and report.summed_softmax is None:  # (a summed softmax's zero is its own, said)
             report.masked = _masked(run, report.gradients, x_tensors, differentiated, feed, path)
         on_path = [surrogates[op.name] for op in float_path if op.name in surrogates]
         report.embedded = sorted((surrogate.source, surrogate.spec) for surrogate in on_path)
@@ -301,7 +309,10 @@ def _feeds(graph, y, xs, given, batch, seed, report, shapes=None):
                 f"a random feed for {tensor.name} of shape {shape} ({dtype.name}) would take {size / 2**30:.1f} GiB; "
                 f"feed it yourself (--feed {op.name}=FILE.npy) or a smaller --batch"
             )
-        if floating(dtype):
+        taken = list(op.node_def.attr[VALUE_RANGE].list.f) if VALUE_RANGE in op.node_def.attr else []
+        if floating(dtype) and len(taken) == 2:  # a quantised input: values it takes, not ones it clamps
+            value = rng.uniform(taken[0], taken[1], shape).astype(dtype.as_numpy_dtype)
+        elif floating(dtype):
             value = rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
         elif dtype == tf.bool:
             value = rng.random(shape) < 0.5
@@ -310,7 +321,8 @@ def _feeds(graph, y, xs, given, batch, seed, report, shapes=None):
         else:
             value = np.full(shape, b"", dtype=object)
         feed[tensor] = value
-        report.feeds[tensor.name] = f"random {dtype.name} {shape}"
+        report.feeds[tensor.name] = f"random {dtype.name} {shape}" + (
+            f" in [{taken[0]:.4g}, {taken[1]:.4g}] (the values its quantisation takes)" if len(taken) == 2 else "")
 
     # Every x is fed, a computed one too (TensorFlow feeds any tensor): what only
     # computes it (a tf.Example parser, a JPEG decoder) is then neither run nor fed.

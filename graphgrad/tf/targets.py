@@ -9,6 +9,7 @@ from typing import Any
 
 from ..methods.options import given
 from .loading import CheckUsageError
+from ..files.tflite_quantisation import STRAIGHT_THROUGH
 from .paths import override_on
 
 
@@ -53,10 +54,22 @@ def summed_softmax(y: Any) -> SummedSoftmax | None:
     what tf.gradients computes, is zero up to rounding (1e-8 to 1e-7 in float32,
     which would pass for a usable gradient)."""
     op = y.op
-    while override_on(op) is None:
+    while override_on(op) is None or _requantises(op):
         if op.type == "Softmax":
             return SummedSoftmax(op.name, op.inputs[0].name)
-        if op.type not in _REARRANGING:
+        if op.type not in _REARRANGING and not _requantises(op):
             return None
         op = op.inputs[0].op
     return None
+
+
+# A quantised TensorFlow Lite softmax's requantisation, rebuilt (graphgrad/files/tflite_quantisation.py):
+# elementwise steps by constants and a rounding through the straight-through estimator, which keep
+# the sum at 1 within a step, and its gradient zero
+_REQUANTISING = {"RealDiv", "AddV2", "Sub", "Mul", "ClipByValue"}
+
+
+def _requantises(op: Any) -> bool:
+    if op.type == "Round":
+        return override_on(op) == STRAIGHT_THROUGH
+    return op.type in _REQUANTISING and all(tensor.op.type == "Const" for tensor in op.inputs[1:])
