@@ -96,3 +96,21 @@ def test_indexed_glob_rules_select_what_trying_every_rule_selects(names, globs, 
         assert any(len({rule.spec for rule in rules if rule.selects(node)}) > 1 for node in nodes)
         return
     assert [(node.name, rule.pattern) for node, rule in selection.matches] == expected
+
+
+TFLITE = [open(fixture(name), "rb").read() for name in ("digits_float16.tflite", "digits_int8.tflite")]
+
+
+@SETTINGS
+@given(st.sampled_from(TFLITE), st.data())
+def test_mutated_tflite_models_rebuild_or_are_refused_in_one_line(original, data):
+    """A damaged .tflite (bytes flipped, cut, inserted) is rebuilt into a GraphDef
+    that serializes, or refused with graphgrad's error: never another exception."""
+    from graphgrad.files.tflite_graph import rebuilt_graph_def
+
+    try:
+        graph_def = rebuilt_graph_def("mutated.tflite", mutated(original, data))
+    except GraphgradError as error:
+        assert str(error).startswith("mutated.tflite") and "\n" not in str(error)
+        return
+    graph_def.SerializeToString()

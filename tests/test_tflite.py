@@ -294,19 +294,39 @@ def test_check_and_ops_on_an_int8_model_show_the_estimator(converted):
     assert "Round graphgrad/identity x" in listed and "straight-through estimator" in listed
 
 
-def test_check_verify_prints_each_outputs_largest_difference_from_the_interpreter(converted, tmp_path):
-    """--verify runs the rebuilt graph and the interpreter on check's feeds: 0 on the
-    int8 model (bit for bit), under 1e-5 of the output on float16 weights; refused in
-    one line on a graph that is not a .tflite."""
+def test_convert_to_a_folder_writes_a_savedmodel_with_the_models_signature(converted, tmp_path):
+    """A SavedModel of the rebuilt graph that TensorFlow loads, its serving_default
+    the .tflite's own signature (its names for the ends), computing what the
+    interpreter computes; graphgrad reads it as any SavedModel."""
+    path, rows = converted / "cnn_float.tflite", np.load(converted / "cnn_rows.npy")
+    run_cli("convert", path, "-o", tmp_path / "saved")
+    served = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]
+    [key] = served.structured_input_signature[1]
+    assert key.startswith("keras_tensor") and list(served.structured_outputs) == ["output_0"]
+    got = served(**{key: tf.constant(rows)})["output_0"].numpy()
+    expected = interpreted(path, rows)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+    assert run_cli("check", tmp_path / "saved", "--target", "0").stdout.endswith("\nok\n")
+    refused = run_cli("convert", path, "-o", tmp_path / "rebuilt.txt", expect=2)
+    assert "a SavedModel (a folder)" in refused.stderr and not (tmp_path / "rebuilt.txt").exists()
+
+
+def test_verify_prints_each_outputs_largest_difference_from_the_interpreter(converted, tmp_path):
+    """check --verify (and ops --verify) runs the rebuilt graph and the interpreter on
+    check's feeds: 0 on the int8 model (bit for bit), under 1e-5 of the output on
+    float16 weights; refused in one line on a graph that is not a .tflite."""
     [verified] = json.loads(run_cli("check", converted / "cnn_int8io.tflite", "--verify", "--batch", "4",
                                     "--json").stdout)["verified"]
     assert verified["output"] == "StatefulPartitionedCall_1" and verified["largest"] == 0
     printed = run_cli("check", converted / "cnn_float16.tflite", "--verify").stdout
     found = re.search(r"StatefulPartitionedCall_1 differs by at most \S+ \((\S+) of its largest magnitude\)", printed)
     assert found and float(found.group(1)) < 1e-5
+    [listed] = json.loads(run_cli("ops", converted / "cnn_int8io.tflite", "--verify", "--json").stdout)["files"]
+    assert [(found["output"], found["largest"]) for found in listed["verified"]] == [("StatefulPartitionedCall_1", 0)]
     run_cli("convert", converted / "cnn_float.tflite", "-o", tmp_path / "cnn.pb")
-    refused = run_cli("check", tmp_path / "cnn.pb", "--verify", expect=2)
-    assert "is not a .tflite" in refused.stderr
+    for command in ("check", "ops"):
+        refused = run_cli(command, tmp_path / "cnn.pb", "--verify", expect=2)
+        assert "is not a .tflite" in refused.stderr
 
 
 def test_attack_on_an_int8_model_is_rescored_on_the_interpreter(converted, tmp_path):

@@ -21,9 +21,10 @@ LISTED_ENDS = 5
 @click.option("--grad-status", is_flag=True,
               help="Also say what TensorFlow's own gradient is for each op type: registered, zero, None or missing "
               "(imports TensorFlow).")
+@options.verify_option
 @options.json_option
 @options.debug_option
-def ops_command(models, recursive, kind, functions, grad_status, as_json):
+def ops_command(models, recursive, kind, functions, grad_status, verify, as_json):
     """List op types with node counts, and gradient overrides with their status.
 
     MODELS are files, directories (-r: recursively) and globs. Flags overrides
@@ -36,19 +37,44 @@ def ops_command(models, recursive, kind, functions, grad_status, as_json):
       graphgrad ops model.pb
       graphgrad ops -r zoo/ --json
       graphgrad ops saved_model_dir/ --grad-status
+      graphgrad ops model.tflite --verify
     """
     summaries, failures = summarize_files(models, recursive, kind, functions)
     render_failures(failures)
     statuses = [_grad_status(summary) if grad_status and summary.kind != "tflite" else None
                 for summary in summaries]
+    verified = [_verified(summary) if verify else None for summary in summaries]
     if as_json:
         files = [to_jsonable(summary) | ({"grad_status": status} if status else {})
-                 for summary, status in zip(summaries, statuses)]
+                 | ({"verified": [difference.__dict__ for difference in found]} if found is not None else {})
+                 for summary, status, found in zip(summaries, statuses, verified)]
         echo_json({"files": files, "errors": failures})
     elif summaries:
-        rendered = [_render(summary, status) for summary, status in zip(summaries, statuses)]
+        rendered = [_render(summary, status) + _render_verified(found)
+                    for summary, status, found in zip(summaries, statuses, verified)]
         echo(*[line for index, lines in enumerate(rendered) for line in ([""] if index else []) + lines])
     return not failures
+
+
+def _verified(summary) -> list:
+    """Of a .tflite: check --verify's differences, on check's random feeds (imports TensorFlow)."""
+    from ..errors import UsageError
+    from ..files.tflite_graph import end_node_name
+    from ..methods.options import RunOptions
+    from ..tf.check import CheckOptions, check_model
+
+    if summary.kind != "tflite":
+        raise UsageError(f"--verify compares a TensorFlow Lite model's rebuilt graph with TensorFlow Lite's "
+                         f"interpreter; {summary.path} is not a .tflite")
+    with tensorflow_quiet():
+        return check_model(summary.path, RunOptions(y=end_node_name(summary.outputs[0].name)),
+                           CheckOptions(verify=True)).verified
+
+
+def _render_verified(found) -> list[str]:
+    return [f"  against TensorFlow Lite's interpreter, on check's random feeds: {difference.output} differs by at "
+            f"most {difference.largest:.3g} ({difference.relative:.3g} of its largest magnitude)"
+            for difference in found or []]
 
 
 def _grad_status(summary) -> dict:

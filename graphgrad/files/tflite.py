@@ -66,6 +66,14 @@ def summarize_tflite(path: str, data: bytes) -> LiteSummary:
     return summary
 
 
+def served_signature(path: str, data: bytes) -> "tuple[str, list, list] | None":
+    """The signature the model serves (serving_default, or its one), as (key, [(name,
+    tensor)] of its inputs, of its outputs); None for a model without signatures."""
+    signatures = with_schema(_summary, path, data).signatures
+    chosen = [s for s in signatures if s[0] == "serving_default"] or (signatures if len(signatures) == 1 else [])
+    return chosen[0] if chosen else None
+
+
 def _describe_rebuild(summary: LiteSummary, path: str, data: bytes) -> None:
     """What the rebuilt TensorFlow graph is (its nodes, ends and overrides), or why there is none."""
     from .tflite_graph import rebuilt_ends, rebuilt_graph_def

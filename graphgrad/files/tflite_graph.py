@@ -109,7 +109,7 @@ class _Rebuild:
         values they stand for, float16 weights as float32 (what DEQUANTIZE does to them)."""
         given = self.quantisation(index) if index not in self.folded else None
         if given is not None:
-            return dequantised(value, given)
+            return dequantised(value, given, f"{self.path}: tensor {text(self.tensor(index).Name())}")
         return value.astype(np.float32) if value.dtype == np.float16 else value
 
     def input(self, index: int) -> str:
@@ -323,4 +323,9 @@ def _refuse_what_is_not_rebuilt(rebuild: _Rebuild, codes: list, needed: list) ->
 
 
 def _end_name(tensor: Any) -> str:
-    return re.sub(r":0\Z", "", text(tensor.Name()))
+    return end_node_name(text(tensor.Name()))
+
+
+def end_node_name(tensor_name: str) -> str:
+    """The node the rebuilt graph names a model's input or output tensor with (less ``:0``)."""
+    return _sanitised(re.sub(r":0\Z", "", tensor_name))

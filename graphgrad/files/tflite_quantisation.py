@@ -71,13 +71,13 @@ def quantisation(tensor: Any, path: str, name: str) -> "Quantisation | None":
     return Quantisation(scale, np.broadcast_to(zero_point, scale.shape), parameters.QuantizedDimension(), low, high)
 
 
-def dequantised(values: Any, given: Quantisation) -> Any:
-    """The real values ``s * (q - z)`` of stored integers, in float32."""
+def dequantised(values: Any, given: Quantisation, what: str) -> Any:
+    """The real values ``s * (q - z)`` of stored integers (``what``: the file and tensor), in float32."""
     shape = [1] * values.ndim
     if given.per_channel:
         if values.ndim <= given.axis or values.shape[given.axis] != given.scale.size:
-            raise ModelReadError(f"{given.scale.size} scales along axis {given.axis} of a tensor of shape "
-                                 f"{list(values.shape)}")
+            raise ModelReadError(f"{what} has {given.scale.size} scales along axis {given.axis} and shape "
+                                 f"{list(values.shape)}: they do not match")
         shape[given.axis] = given.scale.size
     scale, zero_point = given.scale.reshape(shape), given.zero_point.reshape(shape)
     return (scale * (values.astype(np.float64) - zero_point)).astype(np.float32)
@@ -96,7 +96,7 @@ def nudged_fake_quantised(rebuild: Any, name: str, value: str, given: Quantisati
     their ties a way of its own: half away from zero, or half up. ``Round`` alone
     rounds half to even; a ``nudge`` (a quarter of the grid) away from zero, or up,
     decides the ties and moves no other value of the grid past a half."""
-    scale, zero_point = _per_tensor(given, name)
+    scale, zero_point = _per_tensor(rebuild, given, name)
     integers = rebuild.node(name + "/in_steps", "RealDiv", [value, rebuild.constant(
         name + "/scale", np.float32(scale))], T=AttrValue(type=_FLOAT))
     if zero_point:  # the kernels round the integers themselves (zero point included)
@@ -114,7 +114,7 @@ def nudged_fake_quantised(rebuild: Any, name: str, value: str, given: Quantisati
 
 def integer_valued(rebuild: Any, name: str, value: str, given: Quantisation) -> str:
     """``clip(round(value / s) + z)``: the integers a real ``value`` is stored as, in float32."""
-    scale, zero_point = _per_tensor(given, name)
+    scale, zero_point = _per_tensor(rebuild, given, name)
     steps = rebuild.node(name + "/in_steps", "RealDiv", [value, rebuild.constant(
         name + "/scale", np.float32(scale))], T=AttrValue(type=_FLOAT))
     rounded = _rounded(rebuild, name, steps)
@@ -143,7 +143,7 @@ def _clamped(rebuild: Any, name: str, value: str, given: Quantisation) -> str:
 
 def real_valued(rebuild: Any, name: str, integers: str, given: Quantisation) -> str:
     """``s * (integers - z)``: the real values of integers (held as float32)."""
-    scale, zero_point = _per_tensor(given, name)
+    scale, zero_point = _per_tensor(rebuild, given, name)
     if zero_point:
         integers = rebuild.node(name + "/minus_zero_point", "Sub", [integers, rebuild.constant(
             name + "/zero_point", np.float32(zero_point))], T=AttrValue(type=_FLOAT))
@@ -151,8 +151,8 @@ def real_valued(rebuild: Any, name: str, integers: str, given: Quantisation) -> 
                         T=AttrValue(type=_FLOAT))
 
 
-def _per_tensor(given: Quantisation, name: str) -> tuple[float, int]:
+def _per_tensor(rebuild: Any, given: Quantisation, name: str) -> tuple[float, int]:
     if given.per_channel:
-        raise ModelReadError(f"{name} is quantised per channel; graphgrad rebuilds per-channel quantisation of "
-                             "stored weights, not of computed tensors")
+        raise ModelReadError(f"{rebuild.path}: {name} is quantised per channel; graphgrad rebuilds per-channel "
+                             "quantisation of stored weights, not of computed tensors")
     return float(given.scale[0]), int(given.zero_point[0])
