@@ -366,6 +366,26 @@ def test_integer_arithmetic_the_simulation_does_not_follow_is_refused_by_name(co
     assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_attack_on_a_softmax_output_asks_for_the_logits_and_the_fix_is_rescored(converted, tmp_path):
+    """The probabilities a .tflite gives (behind its quantisation and Identity) are
+    refused as the attack's logits, naming them; attacked there, as told, the
+    interpreter judges by the model's own output's largest entry."""
+    path = converted / "classifier_uint8io.tflite"
+    images = np.random.default_rng(4).integers(0, 256, size=(10, 6)).astype(np.float32)
+    labels = interpreted(path, images).argmax(-1)
+    np.save(tmp_path / "images.npy", images)
+    np.save(tmp_path / "labels.npy", labels)
+    given = ["attack", path, "--input", tmp_path / "images.npy", "--labels", tmp_path / "labels.npy", "--eps", "40",
+             "--steps", "10", "--range", "0,255"]
+    refused = run_cli(*given, expect=2)
+    logits = re.search(r"passes on the softmax \S+: give --y (\S+)", refused.stderr).group(1)
+    report = json.loads(run_cli(*given, "--y", logits, "-o", tmp_path / "adversarial.npy", "--json",
+                                expect=None).stdout)
+    adversarial = np.load(tmp_path / "adversarial.npy")
+    assert report["interpreter"]["output"] == "StatefulPartitionedCall_1" and report["interpreter"]["clean"] == 1.0
+    assert report["interpreter"]["attacked"] == np.mean(interpreted(path, adversarial).argmax(-1) == labels)
+
+
 def test_every_command_reads_a_tflite_as_its_rebuilt_graph(converted, tmp_path):
     """convert, check, attribute, show and rewrite (written as a frozen GraphDef, whose
     override then applies); a .tflite is never written into."""

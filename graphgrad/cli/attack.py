@@ -88,8 +88,8 @@ def attack_command(model, input_path, labels_path, eps, steps, step_size, eot, e
     if rescored is not None and rescored.why_not:
         echo(f"  not re-scored on TensorFlow Lite's interpreter: {rescored.why_not}")
     elif rescored is not None:
-        echo(f"  on TensorFlow Lite's interpreter, running {model} as deployed: clean accuracy {rescored.clean:.1%}, "
-             f"under attack {rescored.attacked:.1%}")
+        echo(f"  on TensorFlow Lite's interpreter, running {model} as deployed (the class: {rescored.output}'s "
+             f"largest entry): clean accuracy {rescored.clean:.1%}, under attack {rescored.attacked:.1%}")
     if report.checklist:
         echo("evaluation checklist:", *[f"  {'pass' if item['passed'] else 'FAIL'}  {item['name']:<11} {item['said']}"
                                         for item in report.checklist])

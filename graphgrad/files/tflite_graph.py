@@ -21,14 +21,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelReadError
+from ..names import VALUE_RANGE
 from .protos import AttrValue, GraphDef, TensorProto
 from .tflite_quantisation import (Quantisation, dequantised, fake_quantised, from_integers,
                                   integer_valued, nudged_fake_quantised, quantisation)
 from .tflite_operators import REBUILDS, held_type, named, options_of, reads_its_shape
 from .tflite_schema import op_name, served_subgraph, text, with_schema
 from .tflite_types import FLOAT, TYPES
-from ..names import VALUE_RANGE
-
 
 
 @dataclass
@@ -141,8 +140,7 @@ def _rebuilt(tflite: Any, path: str, data: bytes) -> Any:
     graph = rebuild.graph
     needed = _needed_operators(graph, codes)
     _refuse_what_is_not_rebuilt(rebuild, codes, needed)
-    rebuild.ends = {_sanitised(_end_name(rebuild.tensor(int(i)))) for i in [*graph.InputsAsNumpy(),
-                                                                            *graph.OutputsAsNumpy()]}
+    rebuild.ends = {_end_name(rebuild.tensor(int(i))) for i in [*graph.InputsAsNumpy(), *graph.OutputsAsNumpy()]}
     rebuild.used |= rebuild.ends
     for index in graph.InputsAsNumpy():
         tensor = rebuild.tensor(index)

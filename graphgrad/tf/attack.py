@@ -22,6 +22,7 @@ from .run import Deadline, open_run
 from .paths import ancestors, ancestors_of_ops, between
 from .randomness import random_ops
 from .runtime import tensorflow, building_gradients
+from .targets import summed_softmax
 from .tflite_judge import Rescored, rescored
 from ..graph.model import TFLITE
 
@@ -151,7 +152,7 @@ def attack_model(path: str, images: Any, labels: Any, budget: Budget, options: R
             items.append(_bypass_item(agreements))
         report.checklist = [item.__dict__ for item in items]
     if model.rebuilt_from == TFLITE:  # the deployed model is the judge
-        report.interpreter = rescored(model, run.y, images, outcome.adversarial, labels)
+        report.interpreter = rescored(model, y, images, outcome.adversarial, labels)
     report.seconds = time.monotonic() - started
     return outcome.adversarial, report
 
@@ -168,6 +169,10 @@ def _refuse_misfit(images: Any, labels: Any, x: Any, y: Any, y_name: str) -> Non
     if y.op.type in ("Softmax", "Sigmoid"):  # the cross-entropy of probabilities taken as logits is not the loss
         raise UsageError(f"attack needs the logits, and {y_name} is a {y.op.type} of them: give --y "
                          f"{y.op.inputs[0].name.removesuffix(':0')}")
+    softmax = summed_softmax(y)  # behind Identities (a frozen graph's outputs) or a quantisation (a .tflite's)
+    if softmax is not None:
+        raise UsageError(f"attack needs the logits, and {y_name} passes on the softmax {softmax.softmax}: give --y "
+                         f"{softmax.logits.removesuffix(':0')}")
     classes = y.shape[-1]
     if classes is not None and labels.max() >= classes:
         raise UsageError(f"--labels holds classes {int(labels.min())} to {int(labels.max())}; y has {classes} "

@@ -76,27 +76,35 @@ class Rescored:
     clean: float | None = None
     attacked: float | None = None
     why_not: str = ""
+    output: str = ""  # the output of the .tflite whose argmax is the class
 
 
-def rescored(model: Any, y_name: str, images: Any, adversarial: Any, labels: Any) -> Rescored:
+def rescored(model: Any, y: Any, images: Any, adversarial: Any, labels: Any) -> Rescored:
     """The attack's images and adversarial images judged by the interpreter: the
-    class of y (the model's output ``y_name``, argmax over its last axis) against ``labels``."""
+    class (argmax over the last axis) of y (a tensor of the rebuilt graph), if it is
+    an output of the model, else of its one output of as many classes (the softmax
+    of logits y, say), against ``labels``."""
     import numpy as np
 
     from ..files.tflite_graph import rebuilt_ends
 
     inputs, outputs = rebuilt_ends(model.message)
-    if y_name not in outputs:
-        return Rescored(why_not=f"y ({y_name}) is not an output of the .tflite ({', '.join(outputs)})")
     if len(inputs) != 1:
         return Rescored(why_not=f"the .tflite takes {len(inputs)} inputs; the interpreter re-scores one-input models")
-    position = outputs.index(y_name)
+    y_name, classes = y.name.removesuffix(":0"), y.shape[-1]
+    fitting = [name for name in outputs if y.graph.get_tensor_by_name(f"{name}:0").shape[-1] == classes]
+    chosen = y_name if y_name in outputs else fitting[0] if len(fitting) == 1 and classes is not None else None
+    if chosen is None:
+        return Rescored(why_not=f"y ({y_name}) is not an output of the .tflite ({', '.join(outputs)}), and no one "
+                        f"output has its {classes} classes")
+    position = outputs.index(chosen)
 
     def accuracy(rows: Any) -> float:
         scores = interpreted(model.path, [rows])[position]
         return float(np.mean(np.argmax(scores.reshape(len(rows), -1), axis=-1) == labels))
 
-    return Rescored(accuracy(images), accuracy(adversarial))
+    return Rescored(accuracy(images), accuracy(adversarial), output=chosen)
+
 
 
 def differences(names: list, rebuilt: list, reference: list) -> list[Difference]:
