@@ -75,3 +75,14 @@ def test_ops_reads_a_tensorflow_lite_model_without_tensorflow(other_formats, tmp
     damaged.write_bytes((other_formats / "model.tflite").read_bytes()[:40])
     [line] = run_cli("ops", damaged, expect=1).stderr.strip().splitlines()
     assert "starts as a TensorFlow Lite model but its flatbuffer does not read" in line
+
+
+def test_docs_list_every_tensorflow_lite_operator_the_rebuild_knows():
+    """docs/tflite.md's list of operators rebuilt is the rebuild's own table."""
+    import re
+
+    from graphgrad.files.tflite_operators import REBUILDS
+
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "tflite.md")).read()
+    listed = page.split("Operators rebuilt (`graphgrad/files/tflite_operators.py`):")[1].split("; fused")[0]
+    assert set(re.findall(r"[A-Z][A-Z0-9_]+", listed)) == set(REBUILDS)

@@ -453,7 +453,7 @@ def _gelu(rebuild: Any, operator: Any, inputs: list, output: int) -> str:
 
 _UNARY = {"LOGISTIC": "Sigmoid", "TANH": "Tanh", "RELU": "Relu", "RELU6": "Relu6", "LOG": "Log", "EXP": "Exp",
           "NEG": "Neg", "SQRT": "Sqrt", "RSQRT": "Rsqrt", "SQUARE": "Square", "ABS": "Abs", "SIN": "Sin", "COS": "Cos",
-          "FLOOR": "Floor", "CEIL": "Ceil", "ELU": "Elu", "LOGICAL_NOT": "LogicalNot", "SIGN": "Sign"}
+          "FLOOR": "Floor", "CEIL": "Ceil", "ELU": "Elu", "SIGN": "Sign"}
 _PAIRS = {"MAXIMUM": "Maximum", "MINIMUM": "Minimum", "SQUARED_DIFFERENCE": "SquaredDifference", "POW": "Pow",
           "FLOOR_DIV": "FloorDiv", "FLOOR_MOD": "FloorMod"}
 _COMPARISONS = {"EQUAL": "Equal", "NOT_EQUAL": "NotEqual", "LESS": "Less", "LESS_EQUAL": "LessEqual",
