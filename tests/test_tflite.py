@@ -430,3 +430,13 @@ def test_what_is_not_rebuilt_is_refused_by_name(converted, tmp_path):
     result = run_cli("convert", cumulative, "-o", tmp_path / "c.pb", expect=1)
     assert "does not rebuild the TensorFlow Lite operator(s) CUMSUM" in result.stderr
     assert not (tmp_path / "c.pb").exists()
+
+
+def test_the_estimators_rewritten_as_the_docs_say(tmp_path):
+    """docs/tflite.md: rewrite turns a Round's estimator off with zero (the input's
+    rounding off, no gradient reaches x), and ste(clip=2), clipping at 2 steps,
+    leaves none on the fixture; check says both."""
+    for rule, name in (("serving_default_keras_tensor/Round=zero", "off.pb"), ("*/Round=ste(clip=2)", "ste.pb")):
+        run_cli("rewrite", fixture("digits_int8.tflite"), "--node", rule, "--force", "-o", tmp_path / name)
+        assert run_cli("check", tmp_path / name, expect=1).stdout.endswith("not ok: some x gets no usable gradient\n")
+    assert run_cli("check", fixture("digits_int8.tflite")).stdout.endswith("\nok\n")
