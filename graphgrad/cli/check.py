@@ -164,6 +164,5 @@ def _render(report) -> None:
     if random:
         echo("feeds: " + first_names([f"{name} {how}" for name, how in random.items()], LISTED))
     for difference in report.verified:
-        echo(f"against TensorFlow Lite's interpreter, the same feeds: {difference.output} differs by at most "
-             f"{difference.largest:.3g} ({difference.relative:.3g} of its largest magnitude)")
+        echo(difference.describe())
     echo("ok" if report.ok else "not ok: some x gets no usable gradient")

@@ -72,9 +72,7 @@ def _verified(summary) -> list:
 
 
 def _render_verified(found) -> list[str]:
-    return [f"  against TensorFlow Lite's interpreter, on check's random feeds: {difference.output} differs by at "
-            f"most {difference.largest:.3g} ({difference.relative:.3g} of its largest magnitude)"
-            for difference in found or []]
+    return [f"  {difference.describe()}" for difference in found or []]
 
 
 def _grad_status(summary) -> dict:

@@ -23,6 +23,10 @@ class Difference:
     largest: float
     relative: float  # to the interpreter's largest magnitude of that output
 
+    def describe(self) -> str:
+        return (f"against TensorFlow Lite's interpreter, on check's feeds: {self.output} differs by at most "
+                f"{self.largest:.3g} ({self.relative:.3g} of its largest magnitude)")
+
 
 def interpreted(path: str, feeds: list) -> list:
     """Every output the interpreter computes of ``feeds`` (one array per input, rows
